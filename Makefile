@@ -1,0 +1,135 @@
+# Builds everything out of tree under $(B): generated protocol code in
+# $(B)/gen, one static library of common/ in $(B)/lib, binaries in $(B)/bin,
+# tests in $(B)/tests. `make SAN=1 B=build/asan` is the sanitizer build that
+# `make test` runs as its second pass.
+
+B       ?= build
+SAN     ?= 0
+CC      ?= gcc
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+
+PKGS     := grpc libprotobuf-c json-c libcurl yaml-0.1 libmicrohttpd
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS)) -lpthread
+
+WARN    := -Wall -Wextra -Wshadow -Wformat=2 -Werror
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=gnu11 -D_GNU_SOURCE $(WARN) -fno-strict-aliasing -MMD -MP
+CPPFLAGS += -Icommon -Itests/lib -I$(B)/gen -DSIDECAR_VERSION='"$(VERSION)"'
+LDFLAGS ?=
+
+ifeq ($(SAN),1)
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+CFLAGS   += $(SANFLAGS)
+LDFLAGS  += $(SANFLAGS)
+endif
+
+# ---- generated protocol code ------------------------------------------------
+
+GEN        := $(B)/gen
+PROTOS     := csi pluginregistration
+GPB        := timestamp wrappers descriptor
+GEN_C      := $(PROTOS:%=$(GEN)/%.pb-c.c) $(GPB:%=$(GEN)/google/protobuf/%.pb-c.c)
+GEN_H      := $(GEN_C:.c=.h)
+
+$(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto
+	@mkdir -p $(GEN)
+	protoc-c -Iproto --c_out=$(GEN) $<
+
+$(GEN)/google/protobuf/%.pb-c.c $(GEN)/google/protobuf/%.pb-c.h: /usr/include/google/protobuf/%.proto
+	@mkdir -p $(GEN)
+	protoc-c -I/usr/include --c_out=$(GEN) google/protobuf/$*.proto
+
+# ---- library ----------------------------------------------------------------
+
+LIB_SRCS := $(wildcard common/*/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o) $(GEN_C:$(GEN)/%.c=$(B)/obj/gen/%.o)
+LIB      := $(B)/lib/libcsisidecar.a
+
+$(B)/obj/%.o: %.c | $(GEN_H)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+# Generated code is not ours to fix: same flags, minus the warnings it trips.
+$(B)/obj/gen/%.o: $(GEN)/%.c | $(GEN_H)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter $(PKG_CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $^
+
+# ---- binaries -----------------------------------------------------------------
+# Each binary is <dir>/*.c linked with the library; listed as name:dir.
+
+BIN_SPECS := $(foreach d,provisioner attacher registrar hack/example-driver,$(if $(wildcard $(d)/*.c),$(d)))
+bin_name   = $(if $(filter hack/example-driver,$(1)),example-csi-driver,csi-$(notdir $(1)))
+BINS      := $(foreach d,$(BIN_SPECS),$(B)/bin/$(call bin_name,$(d)))
+
+define BIN_RULE
+$(B)/bin/$(call bin_name,$(1)): $(patsubst %.c,$(B)/obj/%.o,$(wildcard $(1)/*.c)) $(LIB)
+	@mkdir -p $$(@D)
+	$$(CC) $$(LDFLAGS) $$^ $$(PKG_LIBS) -o $$@
+endef
+$(foreach d,$(BIN_SPECS),$(eval $(call BIN_RULE,$(d))))
+
+# ---- tests ------------------------------------------------------------------
+# tests/<suite>/test_*.c: one binary each; other tests/<suite>/*.c are helper
+# programs (test servers). tests/lib/ is linked into all of them.
+
+SUITE_SRCS  := $(filter-out tests/lib/%,$(wildcard tests/*/*.c))
+TEST_SRCS   := $(foreach f,$(SUITE_SRCS),$(if $(filter test_%,$(notdir $(f))),$(f)))
+HELPER_SRCS := $(filter-out $(TEST_SRCS),$(SUITE_SRCS))
+TEST_BINS   := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS))
+HELPER_BINS := $(patsubst tests/%.c,$(B)/tests/%,$(HELPER_SRCS))
+TESTLIB_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard tests/lib/*.c))
+
+$(B)/tests/%: $(B)/obj/tests/%.o $(TESTLIB_OBJS) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $< $(TESTLIB_OBJS) $(LIB) $(PKG_LIBS) -lcmocka -o $@
+
+# ---- targets ----------------------------------------------------------------
+
+.PHONY: all lib tests test check check-san lint format clean deps valgrind
+.DEFAULT_GOAL := all
+
+all: $(LIB) $(BINS)
+lib: $(LIB)
+tests: all $(TEST_BINS) $(HELPER_BINS)
+
+deps:
+	hack/install-deps.sh
+
+# Runs every suite of this build ($(B)); one summary line at the end.
+check: tests
+	tests/run.sh $(B)
+
+check-san:
+	$(MAKE) SAN=1 B=build/asan check
+
+valgrind: tests
+	tests/valgrind.sh $(B)
+
+test: deps
+	$(MAKE) check
+	$(MAKE) check-san
+	$(MAKE) valgrind
+	$(MAKE) lint
+
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+LINT_SRCS    = $(filter %.c,$(FORMAT_FILES))
+
+lint: $(GEN_H)
+	clang-format --dry-run -Werror $(FORMAT_FILES)
+	cppcheck -q --error-exitcode=1 --enable=warning,performance,portability --inline-suppr \
+		--suppress=missingIncludeSystem -D__GNUC__ -Icommon $(LINT_SRCS)
+	clang-tidy --quiet $(LINT_SRCS) -- $(CPPFLAGS) -std=gnu11 -D_GNU_SOURCE $(PKG_CFLAGS)
+
+format:
+	clang-format -i $(FORMAT_FILES)
+
+clean:
+	rm -rf build
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

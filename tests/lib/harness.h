@@ -1,0 +1,28 @@
+/*
+ * Test harness shared by the integration suites: child processes that are
+ * always reaped (even when a test fails half-way), scratch directories,
+ * and finding the binaries that sit next to the test.
+ */
+#ifndef CSISIDECAR_TEST_HARNESS_H
+#define CSISIDECAR_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "util/util.h"
+
+/* Starts argv[0] with the current environment plus `env` ("K=V", NULL-ended,
+ * may be NULL). The child is killed at exit if the test has not reaped it. */
+pid_t th_spawn(char *const argv[], char *const env[]);
+/* Sends `sig` and waits for the child; returns its wait status. */
+int th_stop(pid_t pid, int sig);
+/* Kills every child still running (also registered with atexit). */
+void th_stop_all(void);
+/* A fresh directory under $TMPDIR (or /tmp); removed at exit with its files. */
+const char *th_tmpdir(void);
+/* Path of a binary in the build tree's bin/ or tests/ directory. */
+char *th_build_path(const char *rel);
+/* Polls `cond` every 20 ms until true or `timeout` passes. */
+bool th_wait_until(bool (*cond)(void *), void *ud, util_duration timeout);
+
+#endif
