@@ -87,8 +87,7 @@ static void *monitor_main(void *arg)
     csi_conn *c = arg;
     grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
     while (!atomic_load(&c->stopping)) {
-        grpc_connectivity_state s =
-            wait_state_change(c->ch, cq, GRPC_CHANNEL_READY, 200 * UTIL_MS);
+        grpc_connectivity_state s = wait_state_change(c->ch, cq, GRPC_CHANNEL_READY, 200 * UTIL_MS);
         if (s == GRPC_CHANNEL_READY || atomic_load(&c->stopping))
             continue;
         atomic_store(&c->lost, true);
@@ -123,8 +122,8 @@ static int wait_ready(csi_conn *c)
         util_duration now = util_now_mono();
         if (bound > 0 && now - start >= bound) {
             r = util_err_set(-ETIMEDOUT,
-                             "failed to connect to CSI driver at %s: no answer after %.0f s", c->path,
-                             (double)bound / UTIL_SECOND);
+                             "failed to connect to CSI driver at %s: no answer after %.0f s",
+                             c->path, (double)bound / UTIL_SECOND);
             break;
         }
         if (now >= next_note) {

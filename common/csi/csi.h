@@ -67,7 +67,7 @@ enum {
 #define CSI_STATUS_MSG_MAX 1024
 
 typedef struct csi_status {
-    int code;                          /* CSI_OK ... CSI_UNAUTHENTICATED */
+    int code;                         /* CSI_OK ... CSI_UNAUTHENTICATED */
     char message[CSI_STATUS_MSG_MAX]; /* the peer's message, cut to fit */
 } csi_status;
 

@@ -335,8 +335,8 @@ static int clear_stale_socket(const char *path)
     if (lstat(path, &st) < 0)
         return errno == ENOENT ? 0 : util_err_set(-errno, "cannot stat %s: %m", path);
     if (!S_ISSOCK(st.st_mode))
-        return util_err_set(-EEXIST, "%s exists and is not a socket; remove it or pick another path",
-                            path);
+        return util_err_set(-EEXIST,
+                            "%s exists and is not a socket; remove it or pick another path", path);
     if (unlink(path) < 0)
         return util_err_set(-errno, "cannot remove stale socket %s: %m", path);
     obs_v(2, "removed stale socket %s", path);

@@ -72,8 +72,8 @@ int csi_endpoint_parse(const char *flag_name, const char *value, char **target, 
                             "/abs/path",
                             flag_name, value ? value : "");
     if (strlen(p) >= 108) /* sizeof(sockaddr_un.sun_path) */
-        return util_err_set(-EINVAL, "--%s: socket path \"%s\" is longer than 107 bytes",
-                            flag_name, p);
+        return util_err_set(-EINVAL, "--%s: socket path \"%s\" is longer than 107 bytes", flag_name,
+                            p);
     *target = util_asprintf("unix://%s", p);
     if (path)
         *path = util_strdup(p);

@@ -50,8 +50,7 @@ int csi_probe(csi_conn *c, util_duration timeout, bool *ready, csi_status *st)
     return 0;
 }
 
-int csi_probe_until_ready(csi_conn *c, util_duration timeout, util_duration give_up,
-                          csi_status *st)
+int csi_probe_until_ready(csi_conn *c, util_duration timeout, util_duration give_up, csi_status *st)
 {
     util_duration start = util_now_mono();
     for (;;) {
@@ -86,8 +85,8 @@ int csi_node_get_info(csi_conn *c, util_duration timeout, Csi__V1__NodeGetInfoRe
                       csi_status *st)
 {
     Csi__V1__NodeGetInfoRequest req = CSI__V1__NODE_GET_INFO_REQUEST__INIT;
-    return CALL(c, "/csi.v1.Node/NodeGetInfo", &req, csi__v1__node_get_info_response, timeout,
-                resp, st);
+    return CALL(c, "/csi.v1.Node/NodeGetInfo", &req, csi__v1__node_get_info_response, timeout, resp,
+                st);
 }
 
 int csi_node_get_capabilities(csi_conn *c, util_duration timeout,
@@ -103,8 +102,8 @@ int csi_create_volume(csi_conn *c, const Csi__V1__CreateVolumeRequest *req, util
 {
     int r = CALL(c, "/csi.v1.Controller/CreateVolume", req, csi__v1__create_volume_response,
                  timeout, resp, st);
-    if (r == 0 && (!(*resp)->volume || !(*resp)->volume->volume_id ||
-                   !(*resp)->volume->volume_id[0])) {
+    if (r == 0 &&
+        (!(*resp)->volume || !(*resp)->volume->volume_id || !(*resp)->volume->volume_id[0])) {
         csi__v1__create_volume_response__free_unpacked(*resp, NULL);
         *resp = NULL;
         return csi_status_set(st, CSI_INTERNAL, "CreateVolume response has no volume id");
@@ -158,8 +157,8 @@ int csi_list_volumes_all(csi_conn *c, int32_t page_size, util_duration timeout, 
         req.max_entries = page_size;
         req.starting_token = token ? token : "";
         Csi__V1__ListVolumesResponse *resp = NULL;
-        r = CALL(c, "/csi.v1.Controller/ListVolumes", &req, csi__v1__list_volumes_response,
-                 timeout, &resp, st);
+        r = CALL(c, "/csi.v1.Controller/ListVolumes", &req, csi__v1__list_volumes_response, timeout,
+                 &resp, st);
         if (r < 0)
             break;
         for (size_t i = 0; i < resp->n_entries && r == 0; i++)

@@ -19,7 +19,7 @@
 
 #include "obs/obs.h"
 
-#define VMODULE_MAX 32
+#define VMODULE_MAX  32
 #define LINE_MAX_LEN 16384
 
 struct vmodule_rule {

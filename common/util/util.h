@@ -33,12 +33,12 @@ void util_err_clear(void);
 
 typedef int64_t util_duration; /* nanoseconds */
 
-#define UTIL_NS          ((util_duration)1)
-#define UTIL_US          ((util_duration)1000)
-#define UTIL_MS          ((util_duration)1000000)
-#define UTIL_SECOND      ((util_duration)1000000000)
-#define UTIL_MINUTE      (60 * UTIL_SECOND)
-#define UTIL_HOUR        (60 * UTIL_MINUTE)
+#define UTIL_NS     ((util_duration)1)
+#define UTIL_US     ((util_duration)1000)
+#define UTIL_MS     ((util_duration)1000000)
+#define UTIL_SECOND ((util_duration)1000000000)
+#define UTIL_MINUTE (60 * UTIL_SECOND)
+#define UTIL_HOUR   (60 * UTIL_MINUTE)
 
 /*
  * Parses Go duration syntax: an optional sign, then one or more

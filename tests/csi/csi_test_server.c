@@ -101,9 +101,9 @@ static void identity(void *ud, const char *method, const ProtobufCMessage *req, 
     }
 }
 
-static Csi__V1__ControllerServiceCapability *ctrl_cap(Csi__V1__ControllerServiceCapability *c,
-                                                      Csi__V1__ControllerServiceCapability__RPC *rpc,
-                                                      int type)
+static Csi__V1__ControllerServiceCapability *
+ctrl_cap(Csi__V1__ControllerServiceCapability *c, Csi__V1__ControllerServiceCapability__RPC *rpc,
+         int type)
 {
     csi__v1__controller_service_capability__rpc__init(rpc);
     rpc->type = type;
@@ -145,8 +145,7 @@ static void list_volumes(const Csi__V1__ListVolumesRequest *in, csi_reply *reply
     csi_reply_ok(reply, &r.base);
 }
 
-static void controller(void *ud, const char *method, const ProtobufCMessage *req,
-                       csi_reply *reply)
+static void controller(void *ud, const char *method, const ProtobufCMessage *req, csi_reply *reply)
 {
     (void)ud;
     if (strstr(method, "/CreateVolume")) {
@@ -231,7 +230,8 @@ static void controller(void *ud, const char *method, const ProtobufCMessage *req
                      CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME),
             ctrl_cap(&c[1], &rpc[1],
                      CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME),
-            ctrl_cap(&c[2], &rpc[2], CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES),
+            ctrl_cap(&c[2], &rpc[2],
+                     CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES),
         };
         Csi__V1__ControllerGetCapabilitiesResponse r =
             CSI__V1__CONTROLLER_GET_CAPABILITIES_RESPONSE__INIT;
@@ -323,8 +323,7 @@ int main(int argc, char **argv)
         csi_server_handle_all(srv, &csi__v1__identity__descriptor, identity, NULL) < 0 ||
         csi_server_handle_all(srv, &csi__v1__controller__descriptor, controller, NULL) < 0 ||
         csi_server_handle(srv, &csi__v1__node__descriptor, "NodeGetInfo", node, NULL) < 0 ||
-        csi_server_handle(srv, &csi__v1__node__descriptor, "NodeGetCapabilities", node, NULL) <
-            0 ||
+        csi_server_handle(srv, &csi__v1__node__descriptor, "NodeGetCapabilities", node, NULL) < 0 ||
         csi_server_handle_all(srv, &pluginregistration__registration__descriptor, registration,
                               NULL) < 0 ||
         csi_server_start(srv) < 0) {

@@ -87,12 +87,14 @@ static void test_identity_calls_round_trip(void **state)
     csi_caps caps = {0};
     csi_caps_from_plugin(&caps, pc);
     csi__v1__get_plugin_capabilities_response__free_unpacked(pc, NULL);
-    assert_true(CSI_CAP(caps.plugin, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE));
-    assert_true(CSI_CAP(caps.plugin,
-                        CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__VOLUME_ACCESSIBILITY_CONSTRAINTS));
+    assert_true(
+        CSI_CAP(caps.plugin, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE));
+    assert_true(CSI_CAP(
+        caps.plugin, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__VOLUME_ACCESSIBILITY_CONSTRAINTS));
     assert_false(
         CSI_CAP(caps.plugin, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__GROUP_CONTROLLER_SERVICE));
-    assert_true(CSI_CAP(caps.expansion, CSI__V1__PLUGIN_CAPABILITY__VOLUME_EXPANSION__TYPE__ONLINE));
+    assert_true(
+        CSI_CAP(caps.expansion, CSI__V1__PLUGIN_CAPABILITY__VOLUME_EXPANSION__TYPE__ONLINE));
 
     bool ready = false;
     assert_int_equal(csi_probe(conn, UTIL_SECOND, &ready, &st), 0);
@@ -110,10 +112,12 @@ static void test_controller_calls_round_trip(void **state)
     csi__v1__controller_get_capabilities_response__free_unpacked(cc, NULL);
     assert_true(CSI_CAP(caps.controller,
                         CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME));
-    assert_true(CSI_CAP(caps.controller,
-                        CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME));
-    assert_false(CSI_CAP(caps.controller,
-                         CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_SNAPSHOT));
+    assert_true(
+        CSI_CAP(caps.controller,
+                CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME));
+    assert_false(
+        CSI_CAP(caps.controller,
+                CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_SNAPSHOT));
 
     Csi__V1__CapacityRange cr = CSI__V1__CAPACITY_RANGE__INIT;
     cr.required_bytes = 5 << 20;
@@ -224,7 +228,8 @@ static void test_registration_calls_round_trip(void **state)
     rs.error = "version mismatch";
     ProtobufCMessage *resp = NULL;
     assert_int_equal(csi_call(conn, "/pluginregistration.Registration/NotifyRegistrationStatus",
-                              &rs.base, &pluginregistration__registration_status_response__descriptor,
+                              &rs.base,
+                              &pluginregistration__registration_status_response__descriptor,
                               UTIL_SECOND, &resp, &st),
                      -EREMOTEIO);
     assert_int_equal(st.code, CSI_FAILED_PRECONDITION);
@@ -486,7 +491,7 @@ static void test_loss_exit_writes_termination_log_and_exits_1(void **state)
 /* ---- concurrency and hooks ------------------------------------------------ */
 
 #define N_THREADS 16
-#define N_CALLS 1000
+#define N_CALLS   1000
 
 struct worker {
     int id;
@@ -575,8 +580,7 @@ static void test_call_hook_sees_method_code_and_duration(void **state)
 
 /* ---- server helpers --------------------------------------------------------- */
 
-static void answer_info(void *ud, const char *method, const ProtobufCMessage *req,
-                        csi_reply *reply)
+static void answer_info(void *ud, const char *method, const ProtobufCMessage *req, csi_reply *reply)
 {
     (void)req;
     (void)method;
@@ -620,9 +624,9 @@ static void test_server_replaces_stale_socket_and_removes_it_at_stop(void **stat
                      0);
     assert_int_equal(
         csi_server_handle(s, &csi__v1__identity__descriptor, "Probe", forget_to_answer, NULL), 0);
-    assert_int_equal(csi_server_handle(s, &csi__v1__identity__descriptor, "NoSuchMethod",
-                                       answer_info, NULL),
-                     -ENOENT);
+    assert_int_equal(
+        csi_server_handle(s, &csi__v1__identity__descriptor, "NoSuchMethod", answer_info, NULL),
+        -ENOENT);
     assert_int_equal(csi_server_start(s), 0);
     struct stat st;
     assert_int_equal(lstat(path, &st), 0);
@@ -687,6 +691,5 @@ int main(void)
         cmocka_unit_test(test_server_replaces_stale_socket_and_removes_it_at_stop),
         cmocka_unit_test(test_server_refuses_a_path_that_is_not_a_socket),
     };
-    return cmocka_run_group_tests_name("csi client and server", tests, group_setup,
-                                       group_teardown);
+    return cmocka_run_group_tests_name("csi client and server", tests, group_setup, group_teardown);
 }

@@ -120,7 +120,8 @@ static void test_status_set_returns_remote_error_unless_ok(void **state)
 static void test_secrets_and_mount_flags_never_reach_the_text(void **state)
 {
     (void)state;
-    Csi__V1__CreateVolumeRequest__SecretsEntry s1 = CSI__V1__CREATE_VOLUME_REQUEST__SECRETS_ENTRY__INIT;
+    Csi__V1__CreateVolumeRequest__SecretsEntry s1 =
+        CSI__V1__CREATE_VOLUME_REQUEST__SECRETS_ENTRY__INIT;
     s1.key = "password";
     s1.value = "hunter2";
     Csi__V1__CreateVolumeRequest__SecretsEntry *sp[] = {&s1};
@@ -248,20 +249,23 @@ static void test_text_shows_oneofs_enums_wrappers_and_skips_zero_values(void **s
 static void test_caps_masks_from_responses(void **state)
 {
     (void)state;
-    Csi__V1__ControllerServiceCapability__RPC rpc = CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__INIT;
+    Csi__V1__ControllerServiceCapability__RPC rpc =
+        CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__INIT;
     rpc.type = CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY;
     Csi__V1__ControllerServiceCapability cc = CSI__V1__CONTROLLER_SERVICE_CAPABILITY__INIT;
     cc.type_case = CSI__V1__CONTROLLER_SERVICE_CAPABILITY__TYPE_RPC;
     cc.rpc = &rpc;
     Csi__V1__ControllerServiceCapability empty = CSI__V1__CONTROLLER_SERVICE_CAPABILITY__INIT;
     Csi__V1__ControllerServiceCapability *list[] = {&cc, &empty};
-    Csi__V1__ControllerGetCapabilitiesResponse r = CSI__V1__CONTROLLER_GET_CAPABILITIES_RESPONSE__INIT;
+    Csi__V1__ControllerGetCapabilitiesResponse r =
+        CSI__V1__CONTROLLER_GET_CAPABILITIES_RESPONSE__INIT;
     r.n_capabilities = 2;
     r.capabilities = list;
     csi_caps caps = {0};
     csi_caps_from_controller(&caps, &r);
     csi_caps_from_controller(&caps, NULL);
-    assert_true(CSI_CAP(caps.controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY));
+    assert_true(
+        CSI_CAP(caps.controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY));
     assert_false(
         CSI_CAP(caps.controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES));
     assert_int_equal(caps.plugin, 0);
