@@ -128,7 +128,7 @@ lint: $(GEN_H)
 		--suppress=missingIncludeSystem -D__GNUC__ -Icommon -Itests/lib $(LINT_SRCS)
 	@mkdir -p $(B)
 	printf '%s\n' $(LINT_SRCS) | xargs -P2 -n4 sh -c 'clang-tidy --quiet "$$@" -- \
-		$(CPPFLAGS) -std=gnu11 -D_GNU_SOURCE $(PKG_CFLAGS)' clang-tidy 2>&1 | \
+		-Icommon -Itests/lib -I$(B)/gen -std=gnu11 -D_GNU_SOURCE $(PKG_CFLAGS)' clang-tidy 2>&1 | \
 		{ grep -E -A3 'error:|warning:' || true; } | tee $(B)/lint.log
 	@test ! -s $(B)/lint.log
 	@echo "lint: clean"

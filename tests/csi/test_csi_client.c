@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -578,6 +579,57 @@ static void test_call_hook_sees_method_code_and_duration(void **state)
     csi_conn_free(c);
 }
 
+/* ---- logging ------------------------------------------------------------------ */
+
+static void test_v5_logs_requests_and_responses_without_secrets(void **state)
+{
+    (void)state;
+    char *path = util_asprintf("%s/v5.log", th_tmpdir());
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    dup2(fd, STDERR_FILENO);
+    obs_log_set_verbosity(5);
+
+    Csi__V1__CreateVolumeRequest__SecretsEntry sec =
+        CSI__V1__CREATE_VOLUME_REQUEST__SECRETS_ENTRY__INIT;
+    sec.key = "token";
+    sec.value = "s3cr3t-value";
+    Csi__V1__CreateVolumeRequest__SecretsEntry *secp = &sec;
+    Csi__V1__CreateVolumeRequest cv = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
+    cv.name = "pvc-logged";
+    cv.n_secrets = 1;
+    cv.secrets = &secp;
+    Csi__V1__CreateVolumeResponse *resp = NULL;
+    csi_status st;
+    int r = csi_create_volume(conn, &cv, 5 * UTIL_SECOND, &resp, &st);
+    cv.name = "err-ABORTED-busy";
+    Csi__V1__CreateVolumeResponse *resp2 = NULL;
+    int r2 = csi_create_volume(conn, &cv, 5 * UTIL_SECOND, &resp2, &st);
+
+    obs_log_set_verbosity(0);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    assert_int_equal(r, 0);
+    assert_int_equal(r2, -EREMOTEIO);
+    assert_null(resp2);
+    char text[8192] = {0};
+    lseek(fd, 0, SEEK_SET);
+    assert_true(read(fd, text, sizeof(text) - 1) > 0);
+    close(fd);
+    free(path);
+    csi__v1__create_volume_response__free_unpacked(resp, NULL);
+
+    assert_non_null(strstr(text, "] GRPC call: /csi.v1.Controller/CreateVolume"));
+    assert_non_null(
+        strstr(text, "] GRPC request: {\"name\":\"pvc-logged\",\"secrets\":\"***stripped***\"}"));
+    assert_non_null(strstr(text, "] GRPC response: {\"volume\":{"));
+    assert_non_null(strstr(text, "] GRPC error: rpc error: code = ABORTED desc = busy"));
+    assert_null(strstr(text, "s3cr3t"));
+    assert_null(strstr(text, "token"));
+}
+
 /* ---- server helpers --------------------------------------------------------- */
 
 static void answer_info(void *ud, const char *method, const ProtobufCMessage *req, csi_reply *reply)
@@ -688,6 +740,7 @@ int main(void)
         cmocka_unit_test(test_loss_exit_writes_termination_log_and_exits_1),
         cmocka_unit_test(test_1000_calls_from_16_threads_get_their_own_answers),
         cmocka_unit_test(test_call_hook_sees_method_code_and_duration),
+        cmocka_unit_test(test_v5_logs_requests_and_responses_without_secrets),
         cmocka_unit_test(test_server_replaces_stale_socket_and_removes_it_at_stop),
         cmocka_unit_test(test_server_refuses_a_path_that_is_not_a_socket),
     };

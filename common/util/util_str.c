@@ -1,0 +1,68 @@
+/*
+ * util_str: allocation helpers that abort on out-of-memory, and small string
+ * predicates. Running out of memory is not an input error a sidecar can
+ * report usefully, so callers stay straight-line.
+ */
+#include "util.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void oom(void)
+{
+    fputs("util: out of memory\n", stderr);
+    abort();
+}
+
+char *util_strdup(const char *s)
+{
+    if (s == NULL)
+        return NULL;
+    char *p = strdup(s);
+    if (p == NULL)
+        oom();
+    return p;
+}
+
+char *util_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        /* Only an invalid format gets here; treat it like OOM rather than
+         * hand back NULL to code that never checks. */
+        fputs("util: asprintf: bad format\n", stderr);
+        abort();
+    }
+    char *p = malloc((size_t)n + 1);
+    if (p == NULL)
+        oom();
+    va_start(ap, fmt);
+    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+void *util_calloc(size_t n, size_t size)
+{
+    /* Ask for at least one byte so that NULL can only mean OOM. */
+    if (n == 0 || size == 0) {
+        n = 1;
+        size = 1;
+    }
+    void *p = calloc(n, size);
+    if (p == NULL)
+        oom();
+    return p;
+}
+
+bool util_has_prefix(const char *s, const char *prefix)
+{
+    if (s == NULL || prefix == NULL)
+        return false;
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
