@@ -18,6 +18,16 @@ CFLAGS  += -std=gnu11 -D_GNU_SOURCE $(WARN) -fno-strict-aliasing -MMD -MP
 CPPFLAGS += -Icommon -Itests/lib -I$(B)/gen -DSIDECAR_VERSION='"$(VERSION)"'
 LDFLAGS ?=
 
+# V=1 shows the full commands.
+V ?= 0
+ifeq ($(V),1)
+Q :=
+say = @true
+else
+Q := @
+say = @echo "  $(1)	$(2)"
+endif
+
 ifeq ($(SAN),1)
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 CFLAGS   += $(SANFLAGS)
@@ -34,11 +44,13 @@ GEN_H      := $(GEN_C:.c=.h)
 
 $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto
 	@mkdir -p $(GEN)
-	protoc-c -Iproto --c_out=$(GEN) $<
+	$(call say,PROTOC,$<)
+	$(Q)protoc-c -Iproto --c_out=$(GEN) $<
 
 $(GEN)/google/protobuf/%.pb-c.c $(GEN)/google/protobuf/%.pb-c.h: /usr/include/google/protobuf/%.proto
 	@mkdir -p $(GEN)
-	protoc-c -I/usr/include --c_out=$(GEN) google/protobuf/$*.proto
+	$(call say,PROTOC,google/protobuf/$*.proto)
+	$(Q)protoc-c -I/usr/include --c_out=$(GEN) google/protobuf/$*.proto
 
 # ---- library ----------------------------------------------------------------
 
@@ -48,17 +60,19 @@ LIB      := $(B)/lib/libcsisidecar.a
 
 $(B)/obj/%.o: %.c | $(GEN_H)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
 
 # Generated code is not ours to fix: same flags, minus the warnings it trips.
 $(B)/obj/gen/%.o: $(GEN)/%.c | $(GEN_H)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter $(PKG_CFLAGS) -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter $(PKG_CFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 # ---- binaries -----------------------------------------------------------------
 # Each binary is <dir>/*.c linked with the library; listed as name:dir.
@@ -70,7 +84,8 @@ BINS      := $(foreach d,$(BIN_SPECS),$(B)/bin/$(call bin_name,$(d)))
 define BIN_RULE
 $(B)/bin/$(call bin_name,$(1)): $(patsubst %.c,$(B)/obj/%.o,$(wildcard $(1)/*.c)) $(LIB)
 	@mkdir -p $$(@D)
-	$$(CC) $$(LDFLAGS) $$^ $$(PKG_LIBS) -o $$@
+	$$(call say,LD,$$@)
+	$$(Q)$$(CC) $$(LDFLAGS) $$^ $$(PKG_LIBS) -o $$@
 endef
 $(foreach d,$(BIN_SPECS),$(eval $(call BIN_RULE,$(d))))
 
@@ -87,7 +102,8 @@ TESTLIB_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard tests/lib/*.c))
 
 $(B)/tests/%: $(B)/obj/tests/%.o $(TESTLIB_OBJS) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $< $(TESTLIB_OBJS) $(LIB) $(PKG_LIBS) -lcmocka -o $@
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) $< $(TESTLIB_OBJS) $(LIB) $(PKG_LIBS) -lcmocka -o $@
 
 # ---- targets ----------------------------------------------------------------
 
@@ -111,11 +127,12 @@ check-san:
 valgrind: tests
 	tests/valgrind.sh $(B)
 
+# Everything CI checks, in one run with one summary line at the end: every
+# suite plain and under ASan+UBSan, the client test under valgrind, lint.
 test: deps
-	$(MAKE) check
-	$(MAKE) check-san
-	$(MAKE) valgrind
-	$(MAKE) lint
+	$(MAKE) tests
+	$(MAKE) SAN=1 B=build/asan tests
+	tests/run.sh --all $(B) build/asan
 
 SRC_DIRS     := $(wildcard common tests hack provisioner attacher registrar)
 FORMAT_FILES  = $(shell find $(SRC_DIRS) -name '*.[ch]' -not -path '*/build/*' | sort)
@@ -123,11 +140,11 @@ LINT_SRCS     = $(filter %.c,$(FORMAT_FILES))
 
 # clang-format check, cppcheck and clang-tidy (.clang-tidy: bug-finding checks).
 lint: $(GEN_H)
-	clang-format --dry-run -Werror $(FORMAT_FILES)
-	cppcheck -q --error-exitcode=1 --enable=warning,performance,portability --inline-suppr \
+	$(Q)clang-format --dry-run -Werror $(FORMAT_FILES)
+	$(Q)cppcheck -q --error-exitcode=1 --enable=warning,performance,portability --inline-suppr \
 		--suppress=missingIncludeSystem -D__GNUC__ -Icommon -Itests/lib $(LINT_SRCS)
 	@mkdir -p $(B)
-	printf '%s\n' $(LINT_SRCS) | xargs -P2 -n4 sh -c 'clang-tidy --quiet "$$@" -- \
+	$(Q)printf '%s\n' $(LINT_SRCS) | xargs -P2 -n4 sh -c 'clang-tidy --quiet "$$@" -- \
 		-Icommon -Itests/lib -I$(B)/gen -std=gnu11 -D_GNU_SOURCE $(PKG_CFLAGS)' clang-tidy 2>&1 | \
 		{ grep -E -A3 'error:|warning:' || true; } | tee $(B)/lint.log
 	@test ! -s $(B)/lint.log
