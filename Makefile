@@ -6,6 +6,7 @@
 B       ?= build
 SAN     ?= 0
 CC      ?= gcc
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 
 PKGS     := grpc libprotobuf-c json-c libcurl yaml-0.1 libmicrohttpd
@@ -130,8 +131,8 @@ valgrind: tests
 # Everything CI checks, in one run with one summary line at the end: every
 # suite plain and under ASan+UBSan, the client test under valgrind, lint.
 test: deps
-	$(MAKE) tests
-	$(MAKE) SAN=1 B=build/asan tests
+	$(MAKE) -j$(JOBS) tests
+	$(MAKE) -j$(JOBS) SAN=1 B=build/asan tests
 	tests/run.sh --all $(B) build/asan
 
 SRC_DIRS     := $(wildcard common tests hack provisioner attacher registrar)
