@@ -9,14 +9,14 @@ CC      ?= gcc
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 
-PKGS     := grpc libprotobuf-c json-c libcurl yaml-0.1 libmicrohttpd
+PKGS     := grpc libprotobuf-c json-c libcurl yaml-0.1 libmicrohttpd libcrypto
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS)) -lpthread
 
 WARN    := -Wall -Wextra -Wshadow -Wformat=2 -Werror
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -D_GNU_SOURCE $(WARN) -fno-strict-aliasing -MMD -MP
-CPPFLAGS += -Icommon -Itests/lib -I$(B)/gen -DSIDECAR_VERSION='"$(VERSION)"'
+CPPFLAGS += -Icommon -Itests/lib -Ihack -I$(B)/gen -DSIDECAR_VERSION='"$(VERSION)"'
 LDFLAGS ?=
 
 # V=1 shows the full commands.
@@ -76,19 +76,28 @@ $(LIB): $(LIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 # ---- binaries -----------------------------------------------------------------
-# Each binary is <dir>/*.c linked with the library; listed as name:dir.
+# Each program folder builds a static library of its files without main()
+# (so tests can link its pure parts) and a binary from the file with main().
 
-BIN_SPECS := $(foreach d,provisioner attacher registrar hack/example-driver,$(if $(wildcard $(d)/*.c),$(d)))
-bin_name   = $(if $(filter hack/example-driver,$(1)),example-csi-driver,csi-$(notdir $(1)))
-BINS      := $(foreach d,$(BIN_SPECS),$(B)/bin/$(call bin_name,$(d)))
+APP_DIRS  := $(foreach d,provisioner attacher registrar hack/example-driver hack/kube-lite,$(if $(wildcard $(d)/*.c),$(d)))
+bin_name   = $(if $(filter hack/example-driver,$(1)),example-csi-driver,$(if $(filter hack/%,$(1)),$(notdir $(1)),csi-$(notdir $(1))))
+app_main   = $(shell grep -l '^int main' $(1)/*.c 2>/dev/null)
+app_lib    = $(B)/lib/lib$(notdir $(1)).a
+BINS      := $(foreach d,$(APP_DIRS),$(B)/bin/$(call bin_name,$(d)))
+APP_LIBS  := $(foreach d,$(APP_DIRS),$(call app_lib,$(d)))
 
-define BIN_RULE
-$(B)/bin/$(call bin_name,$(1)): $(patsubst %.c,$(B)/obj/%.o,$(wildcard $(1)/*.c)) $(LIB)
+define APP_RULE
+$(call app_lib,$(1)): $(patsubst %.c,$(B)/obj/%.o,$(filter-out $(call app_main,$(1)),$(wildcard $(1)/*.c)))
+	@mkdir -p $$(@D)
+	$$(call say,AR,$$@)
+	$$(Q)rm -f $$@ && ar rcs $$@ $$^
+
+$(B)/bin/$(call bin_name,$(1)): $(patsubst %.c,$(B)/obj/%.o,$(call app_main,$(1))) $(call app_lib,$(1)) $(LIB)
 	@mkdir -p $$(@D)
 	$$(call say,LD,$$@)
 	$$(Q)$$(CC) $$(LDFLAGS) $$^ $$(PKG_LIBS) -o $$@
 endef
-$(foreach d,$(BIN_SPECS),$(eval $(call BIN_RULE,$(d))))
+$(foreach d,$(APP_DIRS),$(eval $(call APP_RULE,$(d))))
 
 # ---- tests ------------------------------------------------------------------
 # tests/<suite>/test_*.c: one binary each; other tests/<suite>/*.c are helper
@@ -101,10 +110,10 @@ TEST_BINS   := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS))
 HELPER_BINS := $(patsubst tests/%.c,$(B)/tests/%,$(HELPER_SRCS))
 TESTLIB_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard tests/lib/*.c))
 
-$(B)/tests/%: $(B)/obj/tests/%.o $(TESTLIB_OBJS) $(LIB)
+$(B)/tests/%: $(B)/obj/tests/%.o $(TESTLIB_OBJS) $(APP_LIBS) $(LIB)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) $< $(TESTLIB_OBJS) $(LIB) $(PKG_LIBS) -lcmocka -o $@
+	$(Q)$(CC) $(LDFLAGS) $< $(TESTLIB_OBJS) $(APP_LIBS) $(LIB) $(PKG_LIBS) -lcmocka -o $@
 
 # ---- targets ----------------------------------------------------------------
 
@@ -143,10 +152,10 @@ LINT_SRCS     = $(filter %.c,$(FORMAT_FILES))
 lint: $(GEN_H)
 	$(Q)clang-format --dry-run -Werror $(FORMAT_FILES)
 	$(Q)cppcheck -q --error-exitcode=1 --enable=warning,performance,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D__GNUC__ -Icommon -Itests/lib $(LINT_SRCS)
+		--suppress=missingIncludeSystem -D__GNUC__ -Icommon -Itests/lib -Ihack $(LINT_SRCS)
 	@mkdir -p $(B)
 	$(Q)printf '%s\n' $(LINT_SRCS) | xargs -P2 -n4 sh -c 'clang-tidy --quiet "$$@" -- \
-		-Icommon -Itests/lib -I$(B)/gen -std=gnu11 -D_GNU_SOURCE $(PKG_CFLAGS)' clang-tidy 2>&1 | \
+		-Icommon -Itests/lib -Ihack -I$(B)/gen -std=gnu11 -D_GNU_SOURCE $(PKG_CFLAGS)' clang-tidy 2>&1 | \
 		{ grep -E -A3 'error:|warning:' || true; } | tee $(B)/lint.log
 	@test ! -s $(B)/lint.log
 	@echo "lint: clean"

@@ -1,0 +1,484 @@
+/*
+ * kube-lite: a single-process Kubernetes API server for the storage API,
+ * used by the local world, the end-to-end tests and the benchmarks.
+ *
+ * Objects are json-c trees, stored whole (unknown fields survive), keyed by
+ * resource + namespace/name, with one resourceVersion counter shared by all
+ * resources like an etcd revision. The parts below are the pure pieces the
+ * HTTP layer (server.c) and the store (store.c) are built from:
+ *
+ *   types     the table of served resources (one row per type)
+ *   errs      field errors accumulated into a 422 Invalid Status
+ *   patch     RFC 7386 merge patch, RFC 6902 JSON patch, strategic merge
+ *   select    label and field selectors
+ *   validate  names, labels, defaults and per-type create/update rules
+ *   auth      bearer tokens and RBAC evaluation over the stored objects
+ *
+ * Prefix kl_. Functions return 0 or a negative errno; util_err_last() holds
+ * the message a client should see.
+ */
+#ifndef KUBE_LITE_KL_H
+#define KUBE_LITE_KL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "util/util.h"
+
+/* ---- types ---------------------------------------------------------------- */
+
+/*
+ * A list inside an object that strategic merge patch merges instead of
+ * replacing. `path` is dotted from the object root with "[]" stepping into
+ * list elements ("metadata.finalizers", "spec.containers",
+ * "spec.containers[].env"). `key` is the merge key of element maps, or NULL
+ * for a list of primitives merged as a set. `retain_keys` marks lists whose
+ * elements honour "$retainKeys".
+ */
+typedef struct kl_merge_key {
+    const char *path;
+    const char *key;
+    bool retain_keys;
+} kl_merge_key;
+
+typedef struct kl_type {
+    const char *group; /* "" for core */
+    const char *version;
+    const char *resource; /* plural, e.g. "persistentvolumeclaims" */
+    const char *kind;
+    const char *list_kind;
+    const char *singular;
+    const char *short_names[3]; /* NULL-ended */
+    bool namespaced;
+    bool has_status;     /* a /status subresource exists */
+    bool return_deleted; /* DELETE answers with the deleted object, not a Status */
+    bool custom;         /* a CRD (snapshots): no strategic merge, has generation */
+    /* Field selectors beyond metadata.name (and metadata.namespace when
+     * namespaced), NULL-ended; NULL means none. */
+    const char *const *fields;
+    const kl_merge_key *merge_keys; /* strategic merge lists, n_merge_keys long */
+    size_t n_merge_keys;
+} kl_type;
+
+/* Every served type, in a fixed order. */
+const kl_type *kl_types(size_t *n);
+/* By group + version + plural resource; NULL when not served. */
+const kl_type *kl_type_find(const char *group, const char *version, const char *resource);
+/* By group + kind (e.g. "" + "PersistentVolumeClaim"). */
+const kl_type *kl_type_by_kind(const char *group, const char *kind);
+/* "persistentvolumeclaims" for core, "storageclasses.storage.k8s.io" otherwise:
+ * the resource string of error messages. Static storage per type. */
+const char *kl_type_qualified(const kl_type *t);
+/* "v1" or "storage.k8s.io/v1". Static storage per type. */
+const char *kl_type_api_version(const kl_type *t);
+
+/* ---- errs: field errors for 422 Invalid ------------------------------------ */
+
+/* Cause reasons, as metav1.CauseType. */
+#define KL_REQUIRED      "FieldValueRequired"
+#define KL_INVALID       "FieldValueInvalid"
+#define KL_FORBIDDEN     "FieldValueForbidden"
+#define KL_NOT_SUPPORTED "FieldValueNotSupported"
+#define KL_DUPLICATE     "FieldValueDuplicate"
+#define KL_TOO_LONG      "FieldValueTooLong"
+
+typedef struct kl_errs kl_errs;
+
+kl_errs *kl_errs_new(void);
+void kl_errs_free(kl_errs *e);
+/*
+ * Adds a cause. `message` is the cause's message body as kube-apiserver
+ * words it: "Required value", "Invalid value: \"Foo\": <detail>",
+ * "Forbidden: <detail>", "Unsupported value: ...", "Duplicate value: ...",
+ * "Too long: may not be more than N bytes".
+ */
+void kl_errs_add(kl_errs *e, const char *reason, const char *field, const char *fmt, ...)
+    UTIL_ATTR_PRINTF(4, 5);
+size_t kl_errs_count(const kl_errs *e);
+/*
+ * The 422 Status body: message "<Kind>[.<group>] \"<name>\" is invalid: <f>: <m>"
+ * (several joined as "[e1, e2]"), details {name, group?, kind: Kind, causes}.
+ * Caller owns the result.
+ */
+json_object *kl_errs_status(const kl_errs *e, const kl_type *t, const char *name);
+/* Go's strconv.Quote of `s` (the %q of kube-apiserver's messages: names,
+ * invalid values). Caller frees. */
+char *kl_quote(const char *s);
+
+/* ---- patch ------------------------------------------------------------------ */
+
+/*
+ * Each returns a new object the caller owns in *out and leaves `target`
+ * untouched. -EINVAL: the patch itself is malformed (HTTP 400).
+ * -ECANCELED: the patch is well-formed but cannot be applied, e.g. a failed
+ * JSON patch "test" or a path that does not exist (HTTP 422).
+ */
+int kl_merge_patch(const json_object *target, const json_object *patch, json_object **out);
+int kl_json_patch(const json_object *target, const json_object *patch, json_object **out);
+/*
+ * Strategic merge patch: merge patch, except the lists named in `keys`
+ * merge by key (or as sets), and the directives "$patch" (delete, replace,
+ * merge), "$retainKeys", "$deleteFromPrimitiveList/<f>" and
+ * "$setElementOrder/<f>" are honoured and never stored.
+ */
+int kl_strategic_merge_patch(const json_object *target, const json_object *patch,
+                             const kl_merge_key *keys, size_t n_keys, json_object **out);
+
+/* ---- select: label and field selectors --------------------------------------- */
+
+typedef struct kl_labelsel kl_labelsel;
+typedef struct kl_fieldsel kl_fieldsel;
+
+/*
+ * Label selector syntax of apimachinery: k=v, k==v, k!=v, k in (a,b),
+ * k notin (a,b), k, !k, k>N, k<N; comma = AND. "" selects everything.
+ * -EINVAL with the message for a 400 on bad syntax.
+ */
+int kl_labelsel_parse(const char *s, kl_labelsel **out);
+/* `labels` is metadata.labels (may be NULL). */
+bool kl_labelsel_match(const kl_labelsel *sel, const json_object *labels);
+void kl_labelsel_free(kl_labelsel *sel);
+
+/* Field selector syntax: f=v, f==v, f!=v, comma = AND, backslash escapes. */
+int kl_fieldsel_parse(const char *s, kl_fieldsel **out);
+/*
+ * Checks every field against what type `t` supports (metadata.name always;
+ * metadata.namespace when namespaced; t->fields); -EINVAL with
+ * kube-apiserver's 400 message otherwise ("field label not supported: f" for
+ * pods, nodes, namespaces, secrets, core events and CRDs; "\"f\" is not a known
+ * field selector: only \"metadata.name\", \"metadata.namespace\"" for the rest).
+ */
+int kl_fieldsel_check(const kl_fieldsel *sel, const kl_type *t);
+/* Matches `obj`, reading each field by its dotted path (aliases such as
+ * pods' spec.host and events' source resolved); a missing field reads as "";
+ * booleans as "true"/"false". */
+bool kl_fieldsel_match(const kl_fieldsel *sel, const json_object *obj);
+/* The X of a "metadata.name=X" term, or NULL (used to authorize by name). */
+const char *kl_fieldsel_name(const kl_fieldsel *sel);
+void kl_fieldsel_free(kl_fieldsel *sel);
+
+/* ---- validate ------------------------------------------------------------------ */
+
+bool kl_is_dns1123_subdomain(const char *s);
+bool kl_is_dns1123_label(const char *s);
+/* A label or annotation key: optional "prefix/" (DNS subdomain) + name. */
+bool kl_is_qualified_name(const char *s);
+bool kl_is_label_value(const char *s);
+/* apimachinery's reasons why `s` is not a qualified name (IsQualifiedName) or
+ * not a label value (IsValidLabelValue), joined by "; " as label selectors
+ * report them; NULL when valid. Caller frees. */
+char *kl_qualified_name_msgs(const char *s);
+char *kl_label_value_msgs(const char *s);
+/* A Kubernetes quantity ("1Gi", "500Mi", "10G", "1e3", "100m", "+.5Ki") as
+ * an integer, rounded up away from zero like resource.Quantity.Value().
+ * -EINVAL on bad syntax, -ERANGE beyond int64; util_err_last() says why. */
+int kl_quantity_parse(const char *s, int64_t *out);
+
+/* Fills server-side defaults of `t` into a new object (StorageClass
+ * reclaimPolicy, CSIDriver attachRequired, PV volumeMode, ...). */
+void kl_apply_defaults(const kl_type *t, json_object *obj);
+/* Validates a new object (metadata and the per-type rules the sidecars'
+ * correctness depends on); adds causes to `errs`. */
+void kl_validate_create(const kl_type *t, const json_object *obj, kl_errs *errs);
+/* Validates an update of `old` to `obj` (immutable fields, the PVC spec, the
+ * VolumeAttachment error message limit, finalizers during deletion, ...).
+ * `status_only` is true for writes through the /status subresource. */
+void kl_validate_update(const kl_type *t, const json_object *old, const json_object *obj,
+                        bool status_only, kl_errs *errs);
+
+/* ---- auth ---------------------------------------------------------------------- */
+
+typedef struct kl_user {
+    char *name;
+    char **groups; /* includes "system:authenticated" */
+    size_t n_groups;
+} kl_user;
+
+typedef struct kl_tokens kl_tokens;
+
+/*
+ * Loads a kube-apiserver --token-auth-file: CSV lines
+ * `token,user,uid[,"group1,group2"]`; blank lines and lines starting with
+ * '#' are skipped. A user named system:serviceaccount:<ns>:<sa> also gets
+ * the service-account groups. -EINVAL naming the line on a bad file.
+ */
+int kl_tokens_load(const char *path, kl_tokens **out);
+/* NULL when the token is unknown. */
+const kl_user *kl_tokens_lookup(const kl_tokens *t, const char *token);
+void kl_tokens_free(kl_tokens *t);
+
+/* What a request asks for, as kube-apiserver's RequestInfo. */
+typedef struct kl_attrs {
+    bool resource_request; /* false: a non-resource path such as /version */
+    const char *verb;      /* get list watch create update patch delete deletecollection;
+                              lower-case HTTP method for non-resource paths */
+    const char *group;     /* "" for core */
+    const char *resource;
+    const char *subresource; /* NULL or "status" ... */
+    const char *ns;          /* NULL or "" for cluster scope */
+    const char *name;        /* NULL or "" when the request names no object */
+    const char *path;        /* the URL path, for non-resource requests */
+} kl_attrs;
+
+/* Read access to the stored RBAC objects, supplied by the store. */
+typedef struct kl_rbac_view {
+    void *ud;
+    /* Calls fn for every object of `resource` ("roles", "rolebindings",
+     * "clusterroles", "clusterrolebindings") in namespace `ns` (NULL for the
+     * cluster-scoped ones); fn returns true to stop early. */
+    void (*each)(void *ud, const char *resource, const char *ns,
+                 bool (*fn)(void *fud, const json_object *obj), void *fud);
+    /* One object or NULL. */
+    const json_object *(*get)(void *ud, const char *resource, const char *ns, const char *name);
+} kl_rbac_view;
+
+/*
+ * True when `u` may do `a` under the RBAC objects in `v`: group
+ * system:masters always; discovery paths for every authenticated user;
+ * otherwise a rule of a (Cluster)Role bound to the user, one of its groups or
+ * its service account matches (verbs, apiGroups, resources with
+ * subresources, resourceNames, nonResourceURLs) as kube-apiserver matches.
+ */
+bool kl_rbac_allows(const kl_rbac_view *v, const kl_user *u, const kl_attrs *a);
+/* kube-apiserver's 403 message for a denied request (caller frees), e.g.
+ * `leases.coordination.k8s.io "lock" is forbidden: User "x" cannot get resource
+ * "leases" in API group "coordination.k8s.io" in the namespace "ns"`. */
+char *kl_forbidden_message(const kl_user *u, const kl_attrs *a);
+
+/* ---- store ---------------------------------------------------------------------- */
+
+/*
+ * A stored object: immutable once stored, shared by reference between the
+ * store, list snapshots and watch history. It is kept as its serialized JSON
+ * (what GET, LIST and WATCH send) plus the few fields lookups need; a parsed
+ * tree costs ~10x the text in json-c, so only the low-count types that are
+ * read on every request (RBAC, classes, namespaces) keep one.
+ */
+typedef struct kl_obj {
+    char *json; /* the serialized object */
+    size_t len;
+    uint64_t rv;
+    char *ns;            /* metadata.namespace, NULL for cluster-scoped */
+    char *name;          /* metadata.name */
+    json_object *labels; /* metadata.labels, NULL when none */
+    json_object *obj;    /* the parsed object for the kept types, else NULL */
+    int refs;            /* atomic */
+} kl_obj;
+
+/* The object as a tree: a new reference the caller puts. No copy for the
+ * kept types; a parse of the text otherwise (treat it as read-only). */
+json_object *kl_obj_tree(const kl_obj *o);
+
+kl_obj *kl_obj_ref(kl_obj *o);
+void kl_obj_unref(kl_obj *o);
+
+typedef struct kl_store kl_store;
+
+/* `history` events are kept for watches to resume from. */
+kl_store *kl_store_new(size_t history);
+void kl_store_free(kl_store *s);
+/* The newest resourceVersion handed out. */
+uint64_t kl_store_rv(kl_store *s);
+
+/* A referenced object (kl_obj_unref it) or NULL. */
+kl_obj *kl_store_get(kl_store *s, const kl_type *t, const char *ns, const char *name);
+
+typedef bool (*kl_filter_fn)(void *ud, const kl_obj *o);
+/*
+ * A consistent snapshot of the objects of `t` (in namespace `ns`, or all for
+ * NULL) in key order, starting after `after` (a key from an earlier page's
+ * *next, or NULL) and keeping those `filter` accepts (NULL: all), at most
+ * `limit` (0: no limit). *items is an array of references (free with
+ * kl_objs_free); *next is the key to continue from, or NULL at the end.
+ */
+void kl_store_list(kl_store *s, const kl_type *t, const char *ns, const char *after, size_t limit,
+                   kl_filter_fn filter, void *ud, kl_obj ***items, size_t *n, uint64_t *rv,
+                   char **next);
+void kl_objs_free(kl_obj **items, size_t n);
+/* Calls fn on every object of `t` in `ns` under the read lock (RBAC view). */
+void kl_store_each(kl_store *s, const kl_type *t, const char *ns,
+                   bool (*fn)(void *ud, const kl_obj *o), void *ud);
+
+/* What a mutation decided, under the store's write lock. */
+typedef enum {
+    KL_MUT_ERROR,  /* answer `code` with `status` */
+    KL_MUT_NOOP,   /* nothing changes; answer with the current object */
+    KL_MUT_PUT,    /* store `obj` (create or replace) */
+    KL_MUT_DELETE, /* remove the object */
+} kl_mut_kind;
+
+typedef struct kl_mut {
+    kl_mut_kind kind;
+    json_object *obj;    /* KL_MUT_PUT: the new state, handed to the store */
+    int code;            /* KL_MUT_ERROR: HTTP status */
+    json_object *status; /* KL_MUT_ERROR: the Status body, handed to the caller */
+} kl_mut;
+
+/*
+ * Read-modify-write of one object, atomic against every other write: `fn`
+ * sees the current object (NULL when absent; its `obj` tree is always
+ * filled here) and fills a kl_mut. The store
+ * sets metadata.resourceVersion on what it stores. On success *result is a
+ * reference to the new state (PUT), the last state with the deletion's
+ * resourceVersion (DELETE), or the current object (NOOP); on KL_MUT_ERROR,
+ * *code and *status are set and *result is NULL. Returns the kind.
+ */
+typedef void (*kl_mutate_fn)(void *ud, const kl_obj *cur, kl_mut *m);
+kl_mut_kind kl_store_mutate(kl_store *s, const kl_type *t, const char *ns, const char *name,
+                            kl_mutate_fn fn, void *ud, kl_obj **result, int *code,
+                            json_object **status);
+
+/* Saves every object to `path` (temp file, fsync, rename) / loads them back
+ * (new resourceVersions; an absent file loads nothing). */
+int kl_store_save(kl_store *s, const char *path);
+int kl_store_load(kl_store *s, const char *path, size_t *n_loaded);
+
+/* ---- watch ---------------------------------------------------------------------- */
+
+enum { KL_ADDED = 1, KL_MODIFIED, KL_DELETED };
+
+typedef struct kl_event {
+    int type;
+    const kl_type *t;
+    kl_obj *obj; /* new state; last state for DELETED */
+    kl_obj *old; /* previous state for MODIFIED and DELETED, else NULL */
+    uint64_t rv;
+} kl_event;
+
+typedef struct kl_watch kl_watch;
+
+/*
+ * Follows the changes of type `t` after resourceVersion `from`. -ERANGE when
+ * `from` is older than the kept history (the client gets 410 Expired).
+ * `notify` (may be NULL) is called from a writer's thread, without store
+ * locks held, whenever new events may be available.
+ */
+int kl_store_watch(kl_store *s, const kl_type *t, uint64_t from, void (*notify)(void *ud), void *ud,
+                   kl_watch **out);
+/* Copies up to `max` pending events (references: kl_event_clear each) and
+ * returns how many; -ERANGE if history moved past this watch. */
+int kl_watch_next(kl_watch *w, kl_event *out, size_t max);
+void kl_event_clear(kl_event *e);
+uint64_t kl_watch_cursor(const kl_watch *w);
+void kl_watch_free(kl_watch *w);
+/* Drops all kept history (fault injection): watches behind get -ERANGE. */
+void kl_store_compact(kl_store *s);
+
+/* ---- api: requests to responses (rest.c), streamed watches ---------------------- */
+
+typedef struct kl_api kl_api;
+
+typedef struct kl_api_opts {
+    kl_tokens *tokens;               /* NULL: no authentication (every request is admin) */
+    bool rbac;                       /* authorize with the stored RBAC objects */
+    util_duration bookmark_every;    /* 0: 60 s */
+    util_duration watch_close_after; /* fault: end every watch after this long (0: never) */
+    const char *version_minor;       /* /version minor, "32" by default */
+} kl_api_opts;
+
+kl_api *kl_api_new(kl_store *store, const kl_api_opts *opts);
+void kl_api_free(kl_api *a);
+kl_store *kl_api_store(kl_api *a);
+
+typedef struct kl_request {
+    const char *method;
+    const char *path; /* without the query string */
+    /* Query parameter lookup (already URL-decoded); NULL when absent. */
+    const char *(*query)(void *ud, const char *key);
+    void *query_ud;
+    const char *content_type;
+    const char *accept;
+    const char *authorization; /* the Authorization header or NULL */
+    const char *user_agent;
+    const char *body;
+    size_t body_len;
+    bool trusted; /* kube-lite's own requests: no authentication */
+} kl_request;
+
+typedef struct kl_stream kl_stream;
+
+typedef struct kl_response {
+    int code;
+    char *body; /* malloc'ed; NULL with a stream */
+    size_t len;
+    const char *content_type;
+    kl_stream *stream;       /* a watch: stream its output instead of body */
+    const char *retry_after; /* Retry-After header value or NULL */
+    /* for metrics and logs */
+    const char *verb;
+    const char *resource;
+} kl_response;
+
+/* Answers one request (never NULL fields on return: body or stream is set). */
+void kl_api_handle(kl_api *a, const kl_request *req, kl_response *resp);
+
+/*
+ * Produces the next piece of a watch stream into *buf (malloc'ed, caller
+ * frees). Returns 1 with data, 0 when nothing is ready yet (call again after
+ * the wake-up), -1 at the end of the stream.
+ */
+int kl_stream_next(kl_stream *st, char **buf, size_t *len);
+/* Registers the wake-up: called from any thread when the stream may have
+ * more to say (new events, a bookmark or the timeout being due). */
+void kl_stream_set_wakeup(kl_stream *st, void (*fn)(void *ud), void *ud);
+/* When the stream next wants to be asked even without events (bookmark or
+ * timeout), on the monotonic clock. */
+util_duration kl_stream_deadline(const kl_stream *st);
+void kl_stream_free(kl_stream *st);
+
+/* Creates an object from JSON text through the API, as the server itself
+ * (no authentication); 0 or -EIO with the answer in util_err_last(). */
+int kl_api_create_json(kl_api *a, const char *path, const char *json);
+/*
+ * One request through the API as the server itself (no authentication):
+ * returns the HTTP code; *answer (may be NULL) gets the parsed body.
+ */
+int kl_api_call(kl_api *a, const char *method, const char *path, const char *content_type,
+                const char *body, json_object **answer);
+/* Creates the namespaces every cluster starts with (default, kube-system, ...). */
+void kl_api_bootstrap(kl_api *a);
+
+/* Runtime fault knob (admin endpoint): end every watch after `d` (0: never). */
+void kl_api_set_watch_close_after(kl_api *a, util_duration d);
+
+/* ---- controllers: stand-ins for kube-controller-manager, scheduler, kubelet ---------- */
+
+typedef struct kl_controllers kl_controllers;
+
+typedef struct kl_controllers_opts {
+    bool binder;     /* PV controller: provisioner annotation, binding, Released */
+    bool attach;     /* selected-node for pods' WaitForFirstConsumer claims; VolumeAttachments */
+    bool namespaces; /* empties and removes namespaces being deleted */
+} kl_controllers_opts;
+
+int kl_controllers_start(kl_api *api, const kl_controllers_opts *opts, kl_controllers **out);
+void kl_controllers_stop(kl_controllers *c);
+
+/* ---- server: HTTP(S) over libmicrohttpd (server.c) ------------------------------------ */
+
+typedef struct kl_faults {
+    double error_rate;     /* fraction of requests answered with error_code */
+    int error_code;        /* 429 (with Retry-After), 500 or 503 */
+    util_duration latency; /* added to every request */
+} kl_faults;
+
+typedef struct kl_server_opts {
+    const char *host;         /* "127.0.0.1" */
+    int port;                 /* 0: pick a free one */
+    const char *tls_cert_pem; /* PEM text (not paths); both or neither */
+    const char *tls_key_pem;
+    int threads; /* 0: 4 */
+    kl_faults faults;
+} kl_server_opts;
+
+typedef struct kl_server kl_server;
+
+int kl_server_start(kl_api *api, const kl_server_opts *opts, kl_server **out);
+int kl_server_port(const kl_server *s);
+/* Ends every watch, stops serving, frees. */
+void kl_server_stop(kl_server *s);
+
+#endif

@@ -1,0 +1,2030 @@
+/*
+ * The REST API: one request in, one response (or a watch stream) out, with
+ * kube-apiserver's paths, verbs, status codes and Status bodies. No HTTP
+ * here (server.c carries the bytes), so every rule can be exercised directly.
+ *
+ * Writes are read-modify-write closures run by kl_store_mutate under the
+ * store's write lock: resourceVersion preconditions, finalizers and the
+ * "last finalizer removed while deleting" rule are decided against the
+ * current object atomically.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "kube-lite/kl.h"
+#include "obs/obs.h"
+
+#define MAX_SEGS 10
+
+struct kl_api {
+    kl_store *store;
+    kl_api_opts opts;
+    char *discovery_api;     /* /api */
+    char *discovery_apis;    /* /apis */
+    char *openapi_root;      /* /openapi/v3 */
+    json_object *gv_lists;   /* "api/v1" or "apis/g/v" -> APIResourceList */
+    json_object *gv_groups;  /* group -> APIGroup */
+    json_object *openapi_gv; /* "api/v1" ... -> OpenAPI v3 document */
+};
+
+/* ---- small helpers ----------------------------------------------------------- */
+
+static const char *jstr(const json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+static json_object *jobj(const json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_object))
+        return NULL;
+    return v;
+}
+
+/* json-c's copy and compare take non-const pointers but modify nothing. */
+static json_object *jcopy(const json_object *src)
+{
+    json_object *dst = NULL;
+    if (src && json_object_deep_copy((json_object *)src, &dst, NULL) != 0)
+        abort();
+    return dst;
+}
+
+static bool jequal(const json_object *a, const json_object *b)
+{
+    return json_object_equal((json_object *)a, (json_object *)b) != 0;
+}
+
+static json_object *meta_of(json_object *obj)
+{
+    json_object *m = jobj(obj, "metadata");
+    if (!m) {
+        m = json_object_new_object();
+        json_object_object_add(obj, "metadata", m);
+    }
+    return m;
+}
+
+static void now_rfc3339(char *buf, size_t len)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void uuid4(char out[37])
+{
+    unsigned char b[16];
+    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+        abort();
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
+
+static void set_body(kl_response *r, int code, json_object *body)
+{
+    size_t len = 0;
+    const char *text = json_object_to_json_string_length(
+        body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+    r->code = code;
+    r->body = malloc(len + 2);
+    if (!r->body)
+        abort();
+    memcpy(r->body, text, len);
+    r->body[len] = '\n';
+    r->body[len + 1] = '\0';
+    r->len = len + 1;
+    r->content_type = "application/json";
+    json_object_put(body);
+}
+
+static void set_raw(kl_response *r, int code, const char *ctype, const char *text, size_t len)
+{
+    r->code = code;
+    r->body = malloc(len + 1);
+    if (!r->body)
+        abort();
+    memcpy(r->body, text, len);
+    r->body[len] = '\0';
+    r->len = len;
+    r->content_type = ctype;
+}
+
+static void set_obj(kl_response *r, int code, const kl_obj *o)
+{
+    set_raw(r, code, "application/json", o->json, o->len);
+}
+
+/* A metav1.Status; `t`/`name` fill details as kube-apiserver does. */
+static json_object *status_new(int code, const char *reason, const kl_type *t, const char *name,
+                               const char *fmt, ...) UTIL_ATTR_PRINTF(5, 6);
+static json_object *status_new(int code, const char *reason, const kl_type *t, const char *name,
+                               const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    json_object *st = json_object_new_object();
+    json_object_object_add(st, "kind", json_object_new_string("Status"));
+    json_object_object_add(st, "apiVersion", json_object_new_string("v1"));
+    json_object_object_add(st, "metadata", json_object_new_object());
+    json_object_object_add(st, "status", json_object_new_string("Failure"));
+    json_object_object_add(st, "message", json_object_new_string(msg));
+    if (reason)
+        json_object_object_add(st, "reason", json_object_new_string(reason));
+    json_object *details = json_object_new_object();
+    if (name && *name)
+        json_object_object_add(details, "name", json_object_new_string(name));
+    if (t) {
+        if (t->group[0])
+            json_object_object_add(details, "group", json_object_new_string(t->group));
+        json_object_object_add(details, "kind", json_object_new_string(t->resource));
+    }
+    if (reason)
+        json_object_object_add(st, "details", details);
+    else
+        json_object_put(details);
+    json_object_object_add(st, "code", json_object_new_int(code));
+    return st;
+}
+
+static void fail(kl_response *r, int code, const char *reason, const kl_type *t, const char *name,
+                 const char *msg)
+{
+    set_body(r, code, status_new(code, reason, t, name, "%s", msg));
+}
+
+static void not_found_path(kl_response *r)
+{
+    json_object *st =
+        status_new(404, "NotFound", NULL, NULL, "the server could not find the requested resource");
+    json_object_object_add(st, "details", json_object_new_object());
+    set_body(r, 404, st);
+}
+
+static json_object *not_found(const kl_type *t, const char *name)
+{
+    return status_new(404, "NotFound", t, name, "%s \"%s\" not found", kl_type_qualified(t), name);
+}
+
+static json_object *conflict(const kl_type *t, const char *name)
+{
+    return status_new(409, "Conflict", t, name,
+                      "Operation cannot be fulfilled on %s \"%s\": the object has been modified; "
+                      "please apply your changes to the latest version and try again",
+                      kl_type_qualified(t), name);
+}
+
+static json_object *invalid(const kl_type *t, const char *name, kl_errs *errs)
+{
+    json_object *st = kl_errs_status(errs, t, name);
+    kl_errs_free(errs);
+    return st;
+}
+
+/* ---- discovery and openapi ------------------------------------------------------- */
+
+static json_object *strings(const char *const *v, size_t n)
+{
+    json_object *a = json_object_new_array();
+    for (size_t i = 0; i < n; i++)
+        json_object_array_add(a, json_object_new_string(v[i]));
+    return a;
+}
+
+static void build_discovery(kl_api *a)
+{
+    static const char *const verbs[] = {"create", "delete", "deletecollection", "get",
+                                        "list",   "patch",  "update",           "watch"};
+    static const char *const ns_verbs[] = {"create", "delete", "get",  "list",
+                                           "patch",  "update", "watch"};
+    static const char *const sub_verbs[] = {"get", "patch", "update"};
+    size_t n = 0;
+    const kl_type *types = kl_types(&n);
+    a->gv_lists = json_object_new_object();
+    a->gv_groups = json_object_new_object();
+    a->openapi_gv = json_object_new_object();
+    json_object *groups = json_object_new_array();
+    json_object *root_paths = json_object_new_object();
+
+    for (size_t i = 0; i < n; i++) {
+        const kl_type *t = &types[i];
+        char gv_key[128];
+        if (t->group[0])
+            snprintf(gv_key, sizeof(gv_key), "apis/%s/%s", t->group, t->version);
+        else
+            snprintf(gv_key, sizeof(gv_key), "api/%s", t->version);
+        json_object *list = NULL;
+        if (!json_object_object_get_ex(a->gv_lists, gv_key, &list)) {
+            list = json_object_new_object();
+            json_object_object_add(list, "kind", json_object_new_string("APIResourceList"));
+            json_object_object_add(list, "apiVersion", json_object_new_string("v1"));
+            json_object_object_add(list, "groupVersion",
+                                   json_object_new_string(kl_type_api_version(t)));
+            json_object_object_add(list, "resources", json_object_new_array());
+            json_object_object_add(a->gv_lists, gv_key, list);
+            if (t->group[0]) {
+                json_object *gvo = json_object_new_object();
+                json_object_object_add(gvo, "groupVersion",
+                                       json_object_new_string(kl_type_api_version(t)));
+                json_object_object_add(gvo, "version", json_object_new_string(t->version));
+                json_object *g = json_object_new_object();
+                json_object_object_add(g, "kind", json_object_new_string("APIGroup"));
+                json_object_object_add(g, "apiVersion", json_object_new_string("v1"));
+                json_object_object_add(g, "name", json_object_new_string(t->group));
+                json_object *vs = json_object_new_array();
+                json_object_array_add(vs, json_object_get(gvo));
+                json_object_object_add(g, "versions", vs);
+                json_object_object_add(g, "preferredVersion", gvo);
+                json_object_object_add(a->gv_groups, t->group, json_object_get(g));
+                json_object_array_add(groups, g);
+            }
+            /* OpenAPI v3 per group-version: one patch path per kind, with the
+             * fieldValidation parameter so kubectl leaves validation to us. */
+            json_object *doc = json_object_new_object();
+            json_object_object_add(doc, "openapi", json_object_new_string("3.0.0"));
+            json_object *info = json_object_new_object();
+            json_object_object_add(info, "title", json_object_new_string("Kubernetes"));
+            json_object_object_add(info, "version", json_object_new_string("v1.32.0"));
+            json_object_object_add(doc, "info", info);
+            json_object *comp = json_object_new_object();
+            json_object_object_add(comp, "schemas", json_object_new_object());
+            json_object_object_add(doc, "components", comp);
+            json_object_object_add(doc, "paths", json_object_new_object());
+            json_object_object_add(a->openapi_gv, gv_key, doc);
+            json_object *ref = json_object_new_object();
+            char url[192];
+            snprintf(url, sizeof(url), "/openapi/v3/%s?hash=kubelite1", gv_key);
+            json_object_object_add(ref, "serverRelativeURL", json_object_new_string(url));
+            json_object_object_add(root_paths, gv_key, ref);
+        }
+        json_object *res = json_object_new_object();
+        json_object_object_add(res, "name", json_object_new_string(t->resource));
+        json_object_object_add(res, "singularName", json_object_new_string(t->singular));
+        json_object_object_add(res, "namespaced", json_object_new_boolean(t->namespaced));
+        json_object_object_add(res, "kind", json_object_new_string(t->kind));
+        bool is_ns = strcmp(t->resource, "namespaces") == 0 && !t->group[0];
+        json_object_object_add(res, "verbs", is_ns ? strings(ns_verbs, 7) : strings(verbs, 8));
+        size_t n_short = 0;
+        while (n_short < 3 && t->short_names[n_short])
+            n_short++;
+        if (n_short)
+            json_object_object_add(res, "shortNames", strings(t->short_names, n_short));
+        json_object *resources = NULL;
+        json_object_object_get_ex(list, "resources", &resources);
+        json_object_array_add(resources, res);
+        if (t->has_status) {
+            json_object *sub = json_object_new_object();
+            char name[128];
+            snprintf(name, sizeof(name), "%s/status", t->resource);
+            json_object_object_add(sub, "name", json_object_new_string(name));
+            json_object_object_add(sub, "singularName", json_object_new_string(""));
+            json_object_object_add(sub, "namespaced", json_object_new_boolean(t->namespaced));
+            json_object_object_add(sub, "kind", json_object_new_string(t->kind));
+            json_object_object_add(sub, "verbs", strings(sub_verbs, 3));
+            json_object_array_add(resources, sub);
+        }
+        json_object *doc = NULL, *paths = NULL;
+        json_object_object_get_ex(a->openapi_gv, gv_key, &doc);
+        json_object_object_get_ex(doc, "paths", &paths);
+        char path[256];
+        snprintf(path, sizeof(path), "/%s%s/%s/{name}", gv_key,
+                 t->namespaced ? "/namespaces/{namespace}" : "", t->resource);
+        json_object *gvk = json_object_new_object();
+        json_object_object_add(gvk, "group", json_object_new_string(t->group));
+        json_object_object_add(gvk, "version", json_object_new_string(t->version));
+        json_object_object_add(gvk, "kind", json_object_new_string(t->kind));
+        json_object *param = json_object_new_object();
+        json_object_object_add(param, "name", json_object_new_string("fieldValidation"));
+        json_object_object_add(param, "in", json_object_new_string("query"));
+        json_object *schema = json_object_new_object();
+        json_object_object_add(schema, "type", json_object_new_string("string"));
+        json_object_object_add(param, "schema", schema);
+        json_object *params = json_object_new_array();
+        json_object_array_add(params, param);
+        json_object *patch = json_object_new_object();
+        json_object_object_add(patch, "x-kubernetes-group-version-kind", gvk);
+        json_object_object_add(patch, "parameters", params);
+        json_object_object_add(patch, "responses", json_object_new_object());
+        json_object *item = json_object_new_object();
+        json_object_object_add(item, "patch", patch);
+        json_object_object_add(paths, path, item);
+    }
+
+    json_object *api = json_object_new_object();
+    json_object_object_add(api, "kind", json_object_new_string("APIVersions"));
+    static const char *const v1[] = {"v1"};
+    json_object_object_add(api, "versions", strings(v1, 1));
+    json_object *addr = json_object_new_object();
+    json_object_object_add(addr, "clientCIDR", json_object_new_string("0.0.0.0/0"));
+    json_object_object_add(addr, "serverAddress", json_object_new_string("127.0.0.1:6443"));
+    json_object *addrs = json_object_new_array();
+    json_object_array_add(addrs, addr);
+    json_object_object_add(api, "serverAddressByClientCIDRs", addrs);
+    a->discovery_api = util_strdup(json_object_to_json_string_ext(
+        api, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(api);
+
+    json_object *apis = json_object_new_object();
+    json_object_object_add(apis, "kind", json_object_new_string("APIGroupList"));
+    json_object_object_add(apis, "apiVersion", json_object_new_string("v1"));
+    json_object_object_add(apis, "groups", groups);
+    a->discovery_apis = util_strdup(json_object_to_json_string_ext(
+        apis, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(apis);
+
+    json_object *root = json_object_new_object();
+    json_object_object_add(root, "paths", root_paths);
+    a->openapi_root = util_strdup(json_object_to_json_string_ext(
+        root, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(root);
+}
+
+/* ---- api object ----------------------------------------------------------------- */
+
+kl_api *kl_api_new(kl_store *store, const kl_api_opts *opts)
+{
+    kl_api *a = util_calloc(1, sizeof(*a));
+    a->store = store;
+    if (opts)
+        a->opts = *opts;
+    if (!a->opts.bookmark_every)
+        a->opts.bookmark_every = 60 * UTIL_SECOND;
+    if (!a->opts.version_minor)
+        a->opts.version_minor = "32";
+    build_discovery(a);
+    return a;
+}
+
+void kl_api_free(kl_api *a)
+{
+    if (!a)
+        return;
+    free(a->discovery_api);
+    free(a->discovery_apis);
+    free(a->openapi_root);
+    json_object_put(a->gv_lists);
+    json_object_put(a->gv_groups);
+    json_object_put(a->openapi_gv);
+    free(a);
+}
+
+kl_store *kl_api_store(kl_api *a)
+{
+    return a->store;
+}
+
+/* ---- routing ---------------------------------------------------------------------- */
+
+struct route {
+    const kl_type *t;
+    char ns[256];
+    char name[256];
+    char sub[256];
+    bool legacy_watch;
+};
+
+static int split(const char *path, char segs[MAX_SEGS][256])
+{
+    int n = 0;
+    const char *p = path;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        if (!*p)
+            break;
+        const char *end = strchr(p, '/');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (n == MAX_SEGS || len >= 256)
+            return -1;
+        memcpy(segs[n], p, len);
+        segs[n][len] = '\0';
+        n++;
+        p += len;
+    }
+    return n;
+}
+
+/* 1: a resource path filled into *rt; 0: not a resource path. */
+static int parse_route(const char *path, struct route *rt)
+{
+    char s[MAX_SEGS][256];
+    int n = split(path, s);
+    memset(rt, 0, sizeof(*rt));
+    if (n < 3)
+        return 0;
+    const char *group, *version;
+    int i;
+    if (strcmp(s[0], "api") == 0) {
+        group = "";
+        version = s[1];
+        i = 2;
+    } else if (strcmp(s[0], "apis") == 0 && n >= 4) {
+        group = s[1];
+        version = s[2];
+        i = 3;
+    } else {
+        return 0;
+    }
+    if (i < n && strcmp(s[i], "watch") == 0) {
+        rt->legacy_watch = true;
+        i++;
+    }
+    int left = n - i;
+    if (left <= 0)
+        return 0;
+    /* namespaces/<ns>/<resource>... unless it is a namespace's own path */
+    if (strcmp(s[i], "namespaces") == 0 && left >= 3 && group[0] == '\0' &&
+        strcmp(s[i + 2], "status") != 0 && strcmp(s[i + 2], "finalize") != 0) {
+        snprintf(rt->ns, sizeof(rt->ns), "%s", s[i + 1]);
+        i += 2;
+        left -= 2;
+    } else if (strcmp(s[i], "namespaces") == 0 && left >= 3 && group[0] != '\0') {
+        snprintf(rt->ns, sizeof(rt->ns), "%s", s[i + 1]);
+        i += 2;
+        left -= 2;
+    }
+    if (left > 3)
+        return 0;
+    rt->t = kl_type_find(group, version, s[i]);
+    if (!rt->t)
+        return 0;
+    if (left >= 2)
+        snprintf(rt->name, sizeof(rt->name), "%s", s[i + 1]);
+    if (left == 3)
+        snprintf(rt->sub, sizeof(rt->sub), "%s", s[i + 2]);
+    if (rt->ns[0] && !rt->t->namespaced)
+        return 0;
+    return 1;
+}
+
+static const char *query(const kl_request *req, const char *key)
+{
+    return req->query ? req->query(req->query_ud, key) : NULL;
+}
+
+static bool query_true(const kl_request *req, const char *key)
+{
+    const char *v = query(req, key);
+    return v && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0);
+}
+
+/* ---- authentication and authorization -------------------------------------------- */
+
+static const kl_user admin_user = {.name = "system:admin", .groups = NULL, .n_groups = 0};
+
+struct rbac_each {
+    bool (*fn)(void *fud, const json_object *obj);
+    void *fud;
+};
+
+static bool rbac_each_adapter(void *ud, const kl_obj *o)
+{
+    struct rbac_each *e = ud;
+    return e->fn(e->fud, o->obj);
+}
+
+static void rbac_each(void *ud, const char *resource, const char *ns,
+                      bool (*fn)(void *fud, const json_object *obj), void *fud)
+{
+    kl_api *a = ud;
+    const kl_type *t = kl_type_find("rbac.authorization.k8s.io", "v1", resource);
+    if (!t)
+        return;
+    struct rbac_each e = {fn, fud};
+    kl_store_each(a->store, t, ns, rbac_each_adapter, &e);
+}
+
+/* The view hands out borrowed objects: each one fetched stays referenced
+ * until the decision is made, so a concurrent write cannot free it. */
+struct rbac_ctx {
+    kl_api *a;
+    kl_obj **held;
+    size_t n_held, cap;
+};
+
+static const json_object *rbac_get(void *ud, const char *resource, const char *ns, const char *name)
+{
+    struct rbac_ctx *c = ud;
+    const kl_type *t = kl_type_find("rbac.authorization.k8s.io", "v1", resource);
+    if (!t)
+        return NULL;
+    kl_obj *o = kl_store_get(c->a->store, t, ns, name);
+    if (!o)
+        return NULL;
+    if (c->n_held == c->cap) {
+        c->cap = c->cap ? c->cap * 2 : 8;
+        kl_obj **grown = realloc(c->held, c->cap * sizeof(*grown));
+        if (!grown)
+            abort();
+        c->held = grown;
+    }
+    c->held[c->n_held++] = o;
+    return o->obj;
+}
+
+static void rbac_each_ctx(void *ud, const char *resource, const char *ns,
+                          bool (*fn)(void *fud, const json_object *obj), void *fud)
+{
+    struct rbac_ctx *c = ud;
+    rbac_each(c->a, resource, ns, fn, fud);
+}
+
+/* Returns the user, or NULL after filling a 401 response. */
+static const kl_user *authenticate(kl_api *a, const kl_request *req, kl_response *r)
+{
+    if (!a->opts.tokens || req->trusted)
+        return &admin_user;
+    const char *h = req->authorization;
+    const kl_user *u = NULL;
+    if (h && strncmp(h, "Bearer ", 7) == 0)
+        u = kl_tokens_lookup(a->opts.tokens, h + 7);
+    if (!u) {
+        json_object *st = status_new(401, "Unauthorized", NULL, NULL, "Unauthorized");
+        set_body(r, 401, st);
+    }
+    return u;
+}
+
+static bool authorize(kl_api *a, const kl_user *u, const kl_attrs *at, const kl_type *t,
+                      kl_response *r)
+{
+    if (!a->opts.rbac || u == &admin_user)
+        return true;
+    struct rbac_ctx c = {.a = a};
+    kl_rbac_view v = {.ud = &c, .each = rbac_each_ctx, .get = rbac_get};
+    bool ok = kl_rbac_allows(&v, u, at);
+    kl_objs_free(c.held, c.n_held);
+    if (!ok) {
+        char *msg = kl_forbidden_message(u, at);
+        json_object *st = status_new(403, "Forbidden", t, at->name, "%s", msg);
+        free(msg);
+        set_body(r, 403, st);
+    }
+    return ok;
+}
+
+/* ---- reads ---------------------------------------------------------------------- */
+
+struct filter {
+    const char *ns; /* NULL: every namespace */
+    kl_labelsel *ls;
+    kl_fieldsel *fs;
+};
+
+static bool filter_match(void *ud, const kl_obj *o)
+{
+    const struct filter *f = ud;
+    if (f->ns && (!o->ns || strcmp(o->ns, f->ns) != 0))
+        return false;
+    if (f->ls && !kl_labelsel_match(f->ls, o->labels))
+        return false;
+    if (f->fs) {
+        /* The common case (kubectl get NAME -w, wait, delete) needs no parse. */
+        const char *name = kl_fieldsel_name(f->fs);
+        if (name && strcmp(name, o->name) != 0)
+            return false;
+        json_object *tree = kl_obj_tree(o);
+        bool ok = kl_fieldsel_match(f->fs, tree);
+        json_object_put(tree);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static void filter_clear(struct filter *f)
+{
+    kl_labelsel_free(f->ls);
+    kl_fieldsel_free(f->fs);
+    memset(f, 0, sizeof(*f));
+}
+
+/* Parses the selectors of a list or watch; false after a 400 response. */
+static bool filter_init(struct filter *f, const kl_request *req, const struct route *rt,
+                        kl_response *r)
+{
+    memset(f, 0, sizeof(*f));
+    f->ns = rt->ns[0] ? rt->ns : NULL;
+    const char *ls = query(req, "labelSelector");
+    const char *fs = query(req, "fieldSelector");
+    if (ls && kl_labelsel_parse(ls, &f->ls) < 0) {
+        fail(r, 400, "BadRequest", NULL, NULL, util_err_last());
+        return false;
+    }
+    if (fs && (kl_fieldsel_parse(fs, &f->fs) < 0 || kl_fieldsel_check(f->fs, rt->t) < 0)) {
+        fail(r, 400, "BadRequest", NULL, NULL, util_err_last());
+        filter_clear(f);
+        return false;
+    }
+    return true;
+}
+
+static char *hex_encode(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = util_calloc(2 * n + 1, 1);
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", (unsigned char)s[i]);
+    return out;
+}
+
+static char *hex_decode(const char *s)
+{
+    size_t n = strlen(s);
+    if (n % 2)
+        return NULL;
+    char *out = util_calloc(n / 2 + 1, 1);
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v = 0;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1 || v == 0) {
+            free(out);
+            return NULL;
+        }
+        out[i] = (char)v;
+    }
+    return out;
+}
+
+static bool parse_rv(const char *s, uint64_t *rv)
+{
+    if (!s || !*s)
+        return false;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || s[0] == '-')
+        return false;
+    *rv = v;
+    return true;
+}
+
+static void do_list(kl_api *a, const kl_request *req, const struct route *rt, kl_response *r)
+{
+    struct filter f;
+    if (!filter_init(&f, req, rt, r))
+        return;
+    const char *rvs = query(req, "resourceVersion");
+    const char *match = query(req, "resourceVersionMatch");
+    const char *cont = query(req, "continue");
+    const char *lim = query(req, "limit");
+    size_t limit = lim ? (size_t)strtoull(lim, NULL, 10) : 0;
+    uint64_t want = 0, now = kl_store_rv(a->store);
+    char *after = NULL;
+    uint64_t pinned = 0;
+
+    if (match && *match && !(rvs && *rvs)) {
+        json_object *st =
+            status_new(422, "Invalid", NULL, NULL,
+                       "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: "
+                       "Forbidden: resourceVersionMatch is forbidden unless "
+                       "resourceVersion is provided");
+        set_body(r, 422, st);
+        filter_clear(&f);
+        return;
+    }
+    if (rvs && *rvs && strcmp(rvs, "0") != 0) {
+        if (!parse_rv(rvs, &want)) {
+            fail(r, 400, "BadRequest", NULL, NULL, "invalid resource version");
+            filter_clear(&f);
+            return;
+        }
+        if (match && strcmp(match, "Exact") == 0 && want != now) {
+            fail(r, 410, "Expired", NULL, NULL,
+                 "The resourceVersion for the provided list is too old.");
+            filter_clear(&f);
+            return;
+        }
+        if (want > now) {
+            json_object *st = status_new(
+                504, "Timeout", NULL, NULL,
+                "Timeout: Too large resource version: %" PRIu64 ", current: %" PRIu64, want, now);
+            set_body(r, 504, st);
+            filter_clear(&f);
+            return;
+        }
+    }
+    if (cont && *cont) {
+        char *tok = hex_decode(cont);
+        char *nl = tok ? strchr(tok, '\n') : NULL;
+        if (!nl || !parse_rv((*nl = '\0', tok), &pinned)) {
+            free(tok);
+            fail(r, 400, "BadRequest", NULL, NULL, "continue key is not valid");
+            filter_clear(&f);
+            return;
+        }
+        after = util_strdup(nl + 1);
+        free(tok);
+    }
+
+    kl_obj **items = NULL;
+    size_t n = 0;
+    uint64_t rv = 0;
+    char *next = NULL;
+    kl_store_list(a->store, rt->t, f.ns, after, limit, filter_match, &f, &items, &n, &rv, &next);
+    /* Later pages report the first page's resourceVersion, as a paginated
+     * list is one snapshot to its reader. */
+    if (pinned)
+        rv = pinned;
+
+    size_t total = 256;
+    for (size_t i = 0; i < n; i++)
+        total += items[i]->len + 1;
+    char *tok = NULL;
+    if (next) {
+        char *raw = util_asprintf("%" PRIu64 "\n%s", rv, next);
+        tok = hex_encode(raw);
+        free(raw);
+        total += strlen(tok);
+    }
+    char *buf = malloc(total + 64);
+    if (!buf)
+        abort();
+    int off = snprintf(
+        buf, total,
+        "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{\"resourceVersion\":\"%" PRIu64
+        "\"%s%s%s},\"items\":[",
+        rt->t->list_kind, kl_type_api_version(rt->t), rv, tok ? ",\"continue\":\"" : "",
+        tok ? tok : "", tok ? "\"" : "");
+    size_t pos = (size_t)off;
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            buf[pos++] = ',';
+        memcpy(buf + pos, items[i]->json, items[i]->len);
+        pos += items[i]->len;
+    }
+    memcpy(buf + pos, "]}\n", 4);
+    pos += 3;
+    r->code = 200;
+    r->body = buf;
+    r->len = pos;
+    r->content_type = "application/json";
+    kl_objs_free(items, n);
+    free(next);
+    free(tok);
+    free(after);
+    filter_clear(&f);
+}
+
+static void do_get(kl_api *a, const struct route *rt, kl_response *r)
+{
+    kl_obj *o = kl_store_get(a->store, rt->t, rt->ns, rt->name);
+    if (!o) {
+        set_body(r, 404, not_found(rt->t, rt->name));
+        return;
+    }
+    set_obj(r, 200, o);
+    kl_obj_unref(o);
+}
+
+/* ---- watch streams ---------------------------------------------------------------- */
+
+struct kl_stream {
+    kl_api *a;
+    const kl_type *t;
+    char ns[254];
+    struct filter f;
+    kl_watch *w;
+    kl_obj **init; /* synthetic ADDED events still to send */
+    size_t n_init, i_init;
+    bool initial_end_bookmark;
+    bool bookmarks;
+    bool expired;
+    bool ended;
+    util_duration end_at;
+    util_duration next_bookmark;
+    pthread_mutex_t mu;
+    void (*wake)(void *ud);
+    void *wake_ud;
+};
+
+static void stream_notify(void *ud)
+{
+    kl_stream *st = ud;
+    pthread_mutex_lock(&st->mu);
+    void (*fn)(void *) = st->wake;
+    void *wud = st->wake_ud;
+    pthread_mutex_unlock(&st->mu);
+    if (fn)
+        fn(wud);
+}
+
+void kl_stream_set_wakeup(kl_stream *st, void (*fn)(void *ud), void *ud)
+{
+    pthread_mutex_lock(&st->mu);
+    st->wake = fn;
+    st->wake_ud = ud;
+    pthread_mutex_unlock(&st->mu);
+}
+
+util_duration kl_stream_deadline(const kl_stream *st)
+{
+    util_duration d = st->end_at;
+    if (st->bookmarks && st->next_bookmark < d)
+        d = st->next_bookmark;
+    return d;
+}
+
+void kl_stream_free(kl_stream *st)
+{
+    if (!st)
+        return;
+    kl_watch_free(st->w);
+    for (size_t i = st->i_init; i < st->n_init; i++)
+        kl_obj_unref(st->init[i]);
+    free(st->init);
+    filter_clear(&st->f);
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+}
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np)
+            abort();
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_event(sbuf *b, const char *type, const kl_obj *o)
+{
+    char head[48];
+    int n = snprintf(head, sizeof(head), "{\"type\":\"%s\",\"object\":", type);
+    sb_add(b, head, (size_t)n);
+    sb_add(b, o->json, o->len);
+    sb_add(b, "}\n", 2);
+}
+
+static void sb_bookmark(sbuf *b, const kl_type *t, uint64_t rv, bool initial_end)
+{
+    char line[512];
+    int n = snprintf(
+        line, sizeof(line),
+        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"apiVersion\":\"%s\","
+        "\"metadata\":{\"resourceVersion\":\"%" PRIu64 "\",\"creationTimestamp\":null%s}}}\n",
+        t->kind, kl_type_api_version(t), rv,
+        initial_end ? ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}" : "");
+    sb_add(b, line, (size_t)n);
+}
+
+static void sb_expired(sbuf *b, uint64_t from, uint64_t now)
+{
+    char line[512];
+    int n =
+        snprintf(line, sizeof(line),
+                 "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\","
+                 "\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource version: "
+                 "%" PRIu64 " (%" PRIu64 ")\",\"reason\":\"Expired\",\"code\":410}}\n",
+                 from, now);
+    sb_add(b, line, (size_t)n);
+}
+
+int kl_stream_next(kl_stream *st, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    if (st->ended)
+        return -1;
+    sbuf b = {0};
+    if (st->expired) {
+        sb_expired(&b, kl_watch_cursor(st->w), kl_store_rv(st->a->store));
+        st->ended = true;
+        goto out;
+    }
+    while (st->i_init < st->n_init && b.len < 256 * 1024) {
+        kl_obj *o = st->init[st->i_init++];
+        sb_event(&b, "ADDED", o);
+        kl_obj_unref(o);
+    }
+    if (b.len)
+        goto out;
+    if (st->initial_end_bookmark) {
+        st->initial_end_bookmark = false;
+        sb_bookmark(&b, st->t, kl_watch_cursor(st->w), true);
+        goto out;
+    }
+    util_duration now = util_now_mono();
+    if (now >= st->end_at) {
+        st->ended = true;
+        return -1;
+    }
+    kl_event ev[64];
+    for (;;) {
+        int n = kl_watch_next(st->w, ev, 64);
+        if (n < 0) {
+            sb_expired(&b, kl_watch_cursor(st->w), kl_store_rv(st->a->store));
+            st->ended = true;
+            goto out;
+        }
+        for (int i = 0; i < n; i++) {
+            bool now_in = filter_match(&st->f, ev[i].obj);
+            bool was_in = ev[i].old && filter_match(&st->f, ev[i].old);
+            if (ev[i].type == KL_ADDED && now_in)
+                sb_event(&b, "ADDED", ev[i].obj);
+            else if (ev[i].type == KL_MODIFIED && now_in)
+                sb_event(&b, was_in ? "MODIFIED" : "ADDED", ev[i].obj);
+            else if (ev[i].type == KL_MODIFIED && was_in)
+                sb_event(&b, "DELETED", ev[i].obj);
+            else if (ev[i].type == KL_DELETED && (now_in || was_in))
+                sb_event(&b, "DELETED", ev[i].obj);
+            kl_event_clear(&ev[i]);
+        }
+        if (n < 64 || b.len > 256 * 1024)
+            break;
+    }
+    if (!b.len && st->bookmarks && now >= st->next_bookmark) {
+        sb_bookmark(&b, st->t, kl_watch_cursor(st->w), false);
+        st->next_bookmark = now + st->a->opts.bookmark_every;
+    }
+out:
+    if (!b.len)
+        return 0;
+    *buf = b.p;
+    *len = b.len;
+    return 1;
+}
+
+static void do_watch(kl_api *a, const kl_request *req, const struct route *rt, kl_response *r)
+{
+    kl_stream *st = util_calloc(1, sizeof(*st));
+    pthread_mutex_init(&st->mu, NULL);
+    st->a = a;
+    st->t = rt->t;
+    if (!filter_init(&st->f, req, rt, r)) {
+        kl_stream_free(st);
+        return;
+    }
+    const char *rvs = query(req, "resourceVersion");
+    bool initial = query_true(req, "sendInitialEvents");
+    const char *match = query(req, "resourceVersionMatch");
+    if (match && *match && !initial) {
+        json_object *s =
+            status_new(422, "Invalid", NULL, NULL,
+                       "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: "
+                       "Forbidden: resourceVersionMatch is forbidden for watch unless "
+                       "sendInitialEvents is provided");
+        set_body(r, 422, s);
+        kl_stream_free(st);
+        return;
+    }
+    if (initial && (!match || strcmp(match, "NotOlderThan") != 0)) {
+        json_object *s =
+            status_new(422, "Invalid", NULL, NULL,
+                       "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: "
+                       "Forbidden: sendInitialEvents requires setting "
+                       "resourceVersionMatch to NotOlderThan");
+        set_body(r, 422, s);
+        kl_stream_free(st);
+        return;
+    }
+    uint64_t from = 0;
+    bool synthetic = !rvs || !*rvs || strcmp(rvs, "0") == 0 || initial;
+    if (!synthetic && !parse_rv(rvs, &from)) {
+        fail(r, 400, "BadRequest", NULL, NULL, "invalid resource version");
+        kl_stream_free(st);
+        return;
+    }
+    if (synthetic) {
+        /* A snapshot, then changes after it: the synthetic ADDED events. */
+        uint64_t snap = 0;
+        char *next = NULL;
+        kl_store_list(a->store, rt->t, st->f.ns, NULL, 0, filter_match, &st->f, &st->init,
+                      &st->n_init, &snap, &next);
+        free(next);
+        from = snap;
+        st->initial_end_bookmark = initial;
+    }
+    int rc = kl_store_watch(a->store, rt->t, from, stream_notify, st, &st->w);
+    if (rc == -ERANGE) {
+        /* 200, then the 410 ERROR event, then the end (as the watch cache does). */
+        kl_store_watch(a->store, rt->t, kl_store_rv(a->store), stream_notify, st, &st->w);
+        st->expired = true;
+    }
+    st->bookmarks = query_true(req, "allowWatchBookmarks");
+    util_duration now = util_now_mono();
+    const char *ts = query(req, "timeoutSeconds");
+    util_duration timeout = 0;
+    if (ts && *ts)
+        timeout = (util_duration)strtoll(ts, NULL, 10) * UTIL_SECOND;
+    if (timeout <= 0) {
+        unsigned int rnd = 0;
+        if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+            rnd = 0;
+        timeout = (1800 + (util_duration)(rnd % 1800)) * UTIL_SECOND;
+    }
+    util_duration close_after = __atomic_load_n(&a->opts.watch_close_after, __ATOMIC_RELAXED);
+    if (close_after > 0 && close_after < timeout)
+        timeout = close_after;
+    st->end_at = now + timeout;
+    st->next_bookmark = now + a->opts.bookmark_every;
+    r->code = 200;
+    r->content_type = "application/json";
+    r->stream = st;
+}
+
+/* ---- writes ------------------------------------------------------------------------ */
+
+enum patch_type { PATCH_NONE, PATCH_MERGE, PATCH_JSON, PATCH_STRATEGIC, PATCH_APPLY };
+
+struct write_ctx {
+    kl_api *a;
+    const struct route *rt;
+    const kl_type *t;
+    const char *name;
+    json_object *body; /* create/update: the object; patch: the patch; delete: options */
+    enum patch_type patch;
+    bool status_only;
+    bool dry_run;
+    int ok_code;
+    bool removed; /* the object is gone (not just marked for deletion) */
+};
+
+static bool has_finalizers(const json_object *obj)
+{
+    json_object *f = NULL;
+    return json_object_object_get_ex(jobj(obj, "metadata"), "finalizers", &f) &&
+           json_object_is_type(f, json_type_array) && json_object_array_length(f) > 0;
+}
+
+static void copy_field(json_object *dst, const json_object *src, const char *key)
+{
+    json_object *v = NULL;
+    if (json_object_object_get_ex(src, key, &v)) {
+        json_object *c = jcopy(v);
+        json_object_object_add(dst, key, c);
+    } else {
+        json_object_object_del(dst, key);
+    }
+}
+
+/* Equal apart from metadata.resourceVersion and managedFields. */
+static bool same_object(const json_object *a, json_object *b)
+{
+    json_object *ma = jobj(a, "metadata"), *mb = jobj(b, "metadata");
+    json_object *rv = NULL, *mf = NULL;
+    if (mb && json_object_object_get_ex(mb, "resourceVersion", &rv))
+        json_object_get(rv);
+    if (mb && json_object_object_get_ex(mb, "managedFields", &mf))
+        json_object_get(mf);
+    if (mb) {
+        json_object_object_del(mb, "resourceVersion");
+        json_object_object_del(mb, "managedFields");
+    }
+    json_object *ca = jcopy(a);
+    json_object *cma = jobj(ca, "metadata");
+    if (cma) {
+        json_object_object_del(cma, "resourceVersion");
+        json_object_object_del(cma, "managedFields");
+    }
+    bool eq = jequal(ca, b);
+    json_object_put(ca);
+    if (mb && rv)
+        json_object_object_add(mb, "resourceVersion", rv);
+    if (mb && mf)
+        json_object_object_add(mb, "managedFields", mf);
+    (void)ma;
+    return eq;
+}
+
+/* Everything outside metadata (and status when it has its own endpoint). */
+static bool spec_changed(const kl_type *t, const json_object *a, const json_object *b)
+{
+    json_object *ca = jcopy(a), *cb = jcopy(b);
+    json_object_object_del(ca, "metadata");
+    json_object_object_del(cb, "metadata");
+    if (t->has_status) {
+        json_object_object_del(ca, "status");
+        json_object_object_del(cb, "status");
+    }
+    bool changed = !jequal(ca, cb);
+    json_object_put(ca);
+    json_object_put(cb);
+    return changed;
+}
+
+static void mut_error(kl_mut *m, json_object *status)
+{
+    json_object *code = NULL;
+    json_object_object_get_ex(status, "code", &code);
+    m->kind = KL_MUT_ERROR;
+    m->code = json_object_get_int(code);
+    m->status = status;
+}
+
+/* Dry runs answer with what would have been stored, and store nothing. */
+static void mut_put(struct write_ctx *c, kl_mut *m, json_object *obj)
+{
+    if (c->dry_run) {
+        m->kind = KL_MUT_ERROR;
+        m->code = c->ok_code;
+        m->status = obj;
+        return;
+    }
+    m->kind = KL_MUT_PUT;
+    m->obj = obj;
+}
+
+/*
+ * The shared tail of update and patch: `obj` (owned) is the requested new
+ * state of `cur`. Applies the subresource split, keeps what a client may not
+ * change, validates, and decides between storing, deleting (last finalizer
+ * gone during deletion) and nothing.
+ */
+static void finish_update(struct write_ctx *c, const kl_obj *cur, json_object *obj, bool check_rv,
+                          kl_mut *m)
+{
+    const kl_type *t = c->t;
+    json_object *old = cur->obj;
+    json_object *meta = meta_of(obj);
+    const char *want_rv = jstr(meta, "resourceVersion");
+    const char *cur_rv = jstr(jobj(old, "metadata"), "resourceVersion");
+    if (check_rv && want_rv && *want_rv && strcmp(want_rv, cur_rv ? cur_rv : "") != 0) {
+        json_object_put(obj);
+        mut_error(m, conflict(t, c->name));
+        return;
+    }
+    if (check_rv && (!want_rv || !*want_rv) && c->patch == PATCH_NONE &&
+        (t->custom || strcmp(t->resource, "volumeattachments") == 0)) {
+        json_object_put(obj);
+        kl_errs *e = kl_errs_new();
+        kl_errs_add(e, KL_INVALID, "metadata.resourceVersion",
+                    "Invalid value: 0x0: must be specified for an update");
+        mut_error(m, invalid(t, c->name, e));
+        return;
+    }
+    const char *body_name = jstr(meta, "name");
+    if (body_name && strcmp(body_name, c->name) != 0) {
+        json_object_put(obj);
+        mut_error(m,
+                  status_new(400, "BadRequest", NULL, NULL,
+                             "the name of the object (%s) does not match the name on the URL (%s)",
+                             body_name, c->name));
+        return;
+    }
+    json_object_object_add(meta, "name", json_object_new_string(c->name));
+    if (t->namespaced)
+        json_object_object_add(meta, "namespace", json_object_new_string(c->rt->ns));
+    json_object_object_add(obj, "kind", json_object_new_string(t->kind));
+    json_object_object_add(obj, "apiVersion", json_object_new_string(kl_type_api_version(t)));
+
+    if (c->status_only) {
+        /* Only status changes through /status. */
+        json_object *merged = jcopy(old);
+        copy_field(merged, obj, "status");
+        json_object_put(obj);
+        obj = merged;
+        meta = meta_of(obj);
+    } else if (t->has_status) {
+        copy_field(obj, old, "status");
+    }
+    /* System fields are the server's. */
+    json_object *old_meta = jobj(old, "metadata");
+    copy_field(meta, old_meta, "uid");
+    copy_field(meta, old_meta, "creationTimestamp");
+    copy_field(meta, old_meta, "deletionTimestamp");
+    copy_field(meta, old_meta, "deletionGracePeriodSeconds");
+    copy_field(meta, old_meta, "generation");
+    if (t->custom && spec_changed(t, old, obj)) {
+        json_object *g = NULL;
+        int64_t gen =
+            json_object_object_get_ex(old_meta, "generation", &g) ? json_object_get_int64(g) : 1;
+        json_object_object_add(meta, "generation", json_object_new_int64(gen + 1));
+    }
+    if (!c->status_only)
+        kl_apply_defaults(t, obj);
+
+    kl_errs *errs = kl_errs_new();
+    kl_validate_update(t, old, obj, c->status_only, errs);
+    if (kl_errs_count(errs)) {
+        json_object_put(obj);
+        mut_error(m, invalid(t, c->name, errs));
+        return;
+    }
+    kl_errs_free(errs);
+
+    if (jstr(old_meta, "deletionTimestamp") && !has_finalizers(obj)) {
+        json_object_put(obj);
+        if (c->dry_run) {
+            m->kind = KL_MUT_NOOP;
+            return;
+        }
+        m->kind = KL_MUT_DELETE;
+        c->removed = true;
+        return;
+    }
+    if (same_object(old, obj)) {
+        json_object_put(obj);
+        m->kind = KL_MUT_NOOP;
+        return;
+    }
+    mut_put(c, m, obj);
+}
+
+static void mutate_update(void *ud, const kl_obj *cur, kl_mut *m)
+{
+    struct write_ctx *c = ud;
+    if (!cur) {
+        mut_error(m, not_found(c->t, c->name));
+        return;
+    }
+    json_object *obj = jcopy(c->body);
+    finish_update(c, cur, obj, true, m);
+}
+
+static void mutate_patch(void *ud, const kl_obj *cur, kl_mut *m)
+{
+    struct write_ctx *c = ud;
+    if (!cur) {
+        mut_error(m, not_found(c->t, c->name));
+        return;
+    }
+    json_object *out = NULL;
+    int rc;
+    switch (c->patch) {
+    case PATCH_JSON:
+        rc = kl_json_patch(cur->obj, c->body, &out);
+        break;
+    case PATCH_STRATEGIC:
+        rc =
+            kl_strategic_merge_patch(cur->obj, c->body, c->t->merge_keys, c->t->n_merge_keys, &out);
+        break;
+    default:
+        rc = kl_merge_patch(cur->obj, c->body, &out);
+        break;
+    }
+    if (rc == -ECANCELED) {
+        mut_error(m, status_new(422, "Invalid", NULL, NULL,
+                                "the server rejected our request due to an error in our request"));
+        return;
+    }
+    if (rc < 0) {
+        mut_error(m, status_new(400, "BadRequest", NULL, NULL, "%s", util_err_last()));
+        return;
+    }
+    if (!json_object_is_type(out, json_type_object)) {
+        json_object_put(out);
+        mut_error(m, status_new(422, "Invalid", NULL, NULL,
+                                "the server rejected our request due to an error in our request"));
+        return;
+    }
+    /* A resourceVersion in the patch is a precondition; otherwise none. */
+    const char *prv =
+        c->patch == PATCH_JSON ? NULL : jstr(jobj(c->body, "metadata"), "resourceVersion");
+    const char *cur_rv = jstr(jobj(cur->obj, "metadata"), "resourceVersion");
+    if (prv && strcmp(prv, cur_rv ? cur_rv : "") != 0) {
+        json_object_put(out);
+        mut_error(m, conflict(c->t, c->name));
+        return;
+    }
+    if (c->patch == PATCH_JSON) {
+        const char *orv = jstr(jobj(out, "metadata"), "resourceVersion");
+        if (orv && strcmp(orv, cur_rv ? cur_rv : "") != 0) {
+            json_object_put(out);
+            mut_error(m, conflict(c->t, c->name));
+            return;
+        }
+    }
+    finish_update(c, cur, out, false, m);
+}
+
+/* Fills a new object's server-side metadata; NULL or a Status to answer. */
+static json_object *prepare_create(struct write_ctx *c, json_object *obj, const char *name)
+{
+    const kl_type *t = c->t;
+    json_object *meta = meta_of(obj);
+    json_object_object_add(meta, "name", json_object_new_string(name));
+    if (t->namespaced)
+        json_object_object_add(meta, "namespace", json_object_new_string(c->rt->ns));
+    else
+        json_object_object_del(meta, "namespace");
+    json_object_object_add(obj, "kind", json_object_new_string(t->kind));
+    json_object_object_add(obj, "apiVersion", json_object_new_string(kl_type_api_version(t)));
+    char uid[37], ts[32];
+    uuid4(uid);
+    now_rfc3339(ts, sizeof(ts));
+    json_object_object_add(meta, "uid", json_object_new_string(uid));
+    json_object_object_add(meta, "creationTimestamp", json_object_new_string(ts));
+    json_object_object_del(meta, "deletionTimestamp");
+    json_object_object_del(meta, "deletionGracePeriodSeconds");
+    json_object_object_del(meta, "managedFields");
+    if (t->custom)
+        json_object_object_add(meta, "generation", json_object_new_int64(1));
+    else
+        json_object_object_del(meta, "generation");
+    if (t->has_status && !t->group[0]) {
+        const char *res = t->resource;
+        if (strcmp(res, "persistentvolumes") == 0 || strcmp(res, "persistentvolumeclaims") == 0 ||
+            strcmp(res, "pods") == 0) {
+            json_object *st = json_object_new_object();
+            json_object_object_add(st, "phase", json_object_new_string("Pending"));
+            json_object_object_add(obj, "status", st);
+        }
+    } else if (strcmp(t->resource, "volumeattachments") == 0) {
+        json_object *st = json_object_new_object();
+        json_object_object_add(st, "attached", json_object_new_boolean(0));
+        json_object_object_add(obj, "status", st);
+    } else if (t->custom && t->has_status) {
+        json_object_object_del(obj, "status");
+    }
+    kl_apply_defaults(t, obj);
+    kl_errs *errs = kl_errs_new();
+    kl_validate_create(t, obj, errs);
+    if (kl_errs_count(errs))
+        return invalid(t, name, errs);
+    kl_errs_free(errs);
+    return NULL;
+}
+
+struct create_ctx {
+    struct write_ctx *c;
+    json_object *obj;
+};
+
+static void mutate_create(void *ud, const kl_obj *cur, kl_mut *m)
+{
+    struct create_ctx *cc = ud;
+    if (cur) {
+        mut_error(m,
+                  status_new(409, "AlreadyExists", cc->c->t, cc->c->name,
+                             "%s \"%s\" already exists", kl_type_qualified(cc->c->t), cc->c->name));
+        return;
+    }
+    json_object *obj = jcopy(cc->obj);
+    mut_put(cc->c, m, obj);
+}
+
+static void generate_name(const char *prefix, char *out, size_t len)
+{
+    static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+    unsigned char rnd[5];
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        abort();
+    char suffix[6];
+    for (int i = 0; i < 5; i++)
+        suffix[i] = alphabet[rnd[i] % (sizeof(alphabet) - 1)];
+    suffix[5] = '\0';
+    snprintf(out, len, "%.58s%s", prefix, suffix);
+}
+
+static void answer_write(kl_response *r, kl_mut_kind kind, kl_obj *res, int code,
+                         json_object *status, int ok_code)
+{
+    if (kind == KL_MUT_ERROR) {
+        set_body(r, code, status);
+        return;
+    }
+    set_obj(r, ok_code, res);
+    kl_obj_unref(res);
+}
+
+static json_object *parse_body(const kl_request *req, kl_response *r, const kl_type *t)
+{
+    /* JSON only: protobuf bodies get 415, on which client-go falls back to JSON. */
+    if (req->content_type &&
+        util_has_prefix(req->content_type, "application/vnd.kubernetes.protobuf")) {
+        fail(r, 415, "UnsupportedMediaType", NULL, NULL,
+             "the body of the request was in an unknown format - accepted media types include: "
+             "application/json, application/yaml");
+        return NULL;
+    }
+    enum json_tokener_error jerr = json_tokener_success;
+    json_object *body =
+        req->body && req->body_len ? json_tokener_parse_verbose(req->body, &jerr) : NULL;
+    if (!body) {
+        json_object *st = status_new(
+            400, "BadRequest", NULL, NULL, "%s in version \"%s\" cannot be handled as a %s: %s",
+            t ? t->kind : "object", t ? t->version : "v1", t ? t->kind : "object",
+            req->body_len ? json_tokener_error_desc(jerr) : "empty request body");
+        set_body(r, 400, st);
+    }
+    return body;
+}
+
+static bool namespace_exists(kl_api *a, const char *ns)
+{
+    const kl_type *nst = kl_type_find("", "v1", "namespaces");
+    kl_obj *o = kl_store_get(a->store, nst, NULL, ns);
+    kl_obj_unref(o);
+    return o != NULL;
+}
+
+static void do_create(kl_api *a, const kl_request *req, const struct route *rt, kl_response *r)
+{
+    const kl_type *t = rt->t;
+    json_object *obj = parse_body(req, r, t);
+    if (!obj)
+        return;
+    if (!json_object_is_type(obj, json_type_object)) {
+        json_object_put(obj);
+        fail(r, 400, "BadRequest", NULL, NULL, "the request body must be a JSON object");
+        return;
+    }
+    const char *kind = jstr(obj, "kind");
+    const char *apiv = jstr(obj, "apiVersion");
+    if ((kind && strcmp(kind, t->kind) != 0) ||
+        (apiv && strcmp(apiv, kl_type_api_version(t)) != 0)) {
+        json_object *st = status_new(400, "BadRequest", NULL, NULL,
+                                     "the API version in the data (%s) does not match the expected "
+                                     "API version (%s)",
+                                     apiv ? apiv : "", kl_type_api_version(t));
+        if (kind && strcmp(kind, t->kind) != 0) {
+            json_object_put(st);
+            st = status_new(400, "BadRequest", NULL, NULL,
+                            "the kind in the data (%s) does not match the expected kind (%s)", kind,
+                            t->kind);
+        }
+        set_body(r, 400, st);
+        json_object_put(obj);
+        return;
+    }
+    json_object *meta = meta_of(obj);
+    const char *bns = jstr(meta, "namespace");
+    if (t->namespaced && bns && *bns && strcmp(bns, rt->ns) != 0) {
+        fail(r, 400, "BadRequest", NULL, NULL,
+             "the namespace of the provided object does not match the namespace sent on the "
+             "request");
+        json_object_put(obj);
+        return;
+    }
+    const char *brv = jstr(meta, "resourceVersion");
+    if (brv && *brv) {
+        fail(r, 500, NULL, NULL, NULL,
+             "resourceVersion should not be set on objects to be created");
+        json_object_put(obj);
+        return;
+    }
+    if (t->namespaced && !namespace_exists(a, rt->ns)) {
+        set_body(r, 404, not_found(kl_type_find("", "v1", "namespaces"), rt->ns));
+        json_object_put(obj);
+        return;
+    }
+    /* Copies: prepare_create replaces metadata.name in the tree. */
+    char *name = util_strdup(jstr(meta, "name"));
+    char *gen = util_strdup(jstr(meta, "generateName"));
+    if ((!name || !*name) && (!gen || !*gen)) {
+        kl_errs *e = kl_errs_new();
+        kl_errs_add(e, KL_REQUIRED, "metadata.name",
+                    "Required value: name or generateName is required");
+        set_body(r, 422, invalid(t, "", e));
+        json_object_put(obj);
+        free(name);
+        free(gen);
+        return;
+    }
+    struct write_ctx c = {
+        .a = a, .rt = rt, .t = t, .ok_code = 201, .dry_run = query(req, "dryRun") != NULL};
+    /* A generated name that clashes is retried, as kube-apiserver 1.32 does. */
+    for (int attempt = 0; attempt < 8; attempt++) {
+        char genname[254];
+        char *fixed = name && *name ? util_strdup(name) : NULL;
+        if (!fixed) {
+            generate_name(gen, genname, sizeof(genname));
+            fixed = util_strdup(genname);
+        }
+        c.name = fixed;
+        json_object *st = prepare_create(&c, obj, fixed);
+        if (st) {
+            set_body(r, 422, st);
+            free(fixed);
+            break;
+        }
+        struct create_ctx cc = {&c, obj};
+        kl_obj *res = NULL;
+        int code = 0;
+        json_object *status = NULL;
+        kl_mut_kind k =
+            kl_store_mutate(a->store, t, rt->ns, fixed, mutate_create, &cc, &res, &code, &status);
+        bool retry = k == KL_MUT_ERROR && code == 409 && !(name && *name) && attempt < 7;
+        if (!retry)
+            answer_write(r, k, res, code, status, 201);
+        else
+            json_object_put(status);
+        free(fixed);
+        if (!retry)
+            break;
+    }
+    json_object_put(obj);
+    free(name);
+    free(gen);
+}
+
+static void do_update(kl_api *a, const kl_request *req, const struct route *rt, kl_response *r)
+{
+    json_object *obj = parse_body(req, r, rt->t);
+    if (!obj)
+        return;
+    if (!json_object_is_type(obj, json_type_object)) {
+        json_object_put(obj);
+        fail(r, 400, "BadRequest", NULL, NULL, "the request body must be a JSON object");
+        return;
+    }
+    struct write_ctx c = {.a = a,
+                          .rt = rt,
+                          .t = rt->t,
+                          .name = rt->name,
+                          .body = obj,
+                          .status_only = strcmp(rt->sub, "status") == 0,
+                          .ok_code = 200,
+                          .dry_run = query(req, "dryRun") != NULL};
+    kl_obj *res = NULL;
+    int code = 0;
+    json_object *status = NULL;
+    kl_mut_kind k =
+        kl_store_mutate(a->store, rt->t, rt->ns, rt->name, mutate_update, &c, &res, &code, &status);
+    answer_write(r, k, res, code, status, 200);
+    json_object_put(obj);
+}
+
+static void do_patch(kl_api *a, const kl_request *req, const struct route *rt, kl_response *r)
+{
+    const char *ct = req->content_type ? req->content_type : "";
+    enum patch_type pt = PATCH_NONE;
+    if (util_has_prefix(ct, "application/merge-patch+json"))
+        pt = PATCH_MERGE;
+    else if (util_has_prefix(ct, "application/json-patch+json"))
+        pt = PATCH_JSON;
+    else if (util_has_prefix(ct, "application/strategic-merge-patch+json") && !rt->t->custom)
+        pt = PATCH_STRATEGIC;
+    else if (util_has_prefix(ct, "application/apply-patch+yaml"))
+        pt = PATCH_APPLY;
+    if (pt == PATCH_NONE) {
+        fail(r, 415, "UnsupportedMediaType", NULL, NULL,
+             rt->t->custom ? "the body of the request was in an unknown format - accepted media "
+                             "types include: application/json-patch+json, "
+                             "application/merge-patch+json, application/apply-patch+yaml"
+                           : "the body of the request was in an unknown format - accepted media "
+                             "types include: application/json-patch+json, "
+                             "application/merge-patch+json, "
+                             "application/strategic-merge-patch+json, "
+                             "application/apply-patch+yaml");
+        return;
+    }
+    json_object *patch = parse_body(req, r, rt->t);
+    if (!patch)
+        return;
+    struct write_ctx c = {.a = a,
+                          .rt = rt,
+                          .t = rt->t,
+                          .name = rt->name,
+                          .body = patch,
+                          .patch = pt,
+                          .status_only = strcmp(rt->sub, "status") == 0,
+                          .ok_code = 200,
+                          .dry_run = query(req, "dryRun") != NULL};
+    kl_obj *res = NULL;
+    int code = 0;
+    json_object *status = NULL;
+    kl_mut_kind k =
+        kl_store_mutate(a->store, rt->t, rt->ns, rt->name, mutate_patch, &c, &res, &code, &status);
+    /* Server-side apply of a missing object creates it. */
+    if (pt == PATCH_APPLY && k == KL_MUT_ERROR && code == 404 && !c.status_only) {
+        json_object_put(status);
+        kl_request creq = *req;
+        struct route crt = *rt;
+        crt.name[0] = '\0';
+        do_create(a, &creq, &crt, r);
+        json_object_put(patch);
+        return;
+    }
+    answer_write(r, k, res, code, status, 200);
+    json_object_put(patch);
+}
+
+/* ---- delete ------------------------------------------------------------------------ */
+
+struct delete_opts {
+    const char *uid;
+    const char *rv;
+    bool dry_run;
+};
+
+static void mutate_delete(void *ud, const kl_obj *cur, kl_mut *m)
+{
+    struct write_ctx *c = ud;
+    const struct delete_opts *o = (const struct delete_opts *)c->body;
+    if (!cur) {
+        mut_error(m, not_found(c->t, c->name));
+        return;
+    }
+    json_object *meta = jobj(cur->obj, "metadata");
+    const char *uid = jstr(meta, "uid"), *rv = jstr(meta, "resourceVersion");
+    if ((o->uid && strcmp(o->uid, uid ? uid : "") != 0) ||
+        (o->rv && strcmp(o->rv, rv ? rv : "") != 0)) {
+        mut_error(m,
+                  status_new(409, "Conflict", c->t, c->name,
+                             "Operation cannot be fulfilled on %s \"%s\": Precondition failed: "
+                             "%s in precondition: %s, %s in object meta: %s",
+                             kl_type_qualified(c->t), c->name, o->uid ? "UID" : "ResourceVersion",
+                             o->uid ? o->uid : o->rv, o->uid ? "UID" : "ResourceVersion",
+                             o->uid ? (uid ? uid : "") : (rv ? rv : "")));
+        return;
+    }
+    bool is_ns = strcmp(c->t->resource, "namespaces") == 0 && !c->t->group[0];
+    if (has_finalizers(cur->obj) || is_ns) {
+        if (jstr(meta, "deletionTimestamp")) {
+            m->kind = KL_MUT_NOOP;
+            return;
+        }
+        json_object *obj = jcopy(cur->obj);
+        json_object *nm = meta_of(obj);
+        char ts[32];
+        now_rfc3339(ts, sizeof(ts));
+        json_object_object_add(nm, "deletionTimestamp", json_object_new_string(ts));
+        json_object_object_add(nm, "deletionGracePeriodSeconds", json_object_new_int64(0));
+        json_object *g = NULL;
+        if (json_object_object_get_ex(nm, "generation", &g))
+            json_object_object_add(nm, "generation",
+                                   json_object_new_int64(json_object_get_int64(g) + 1));
+        if (is_ns) {
+            json_object *st = jobj(obj, "status");
+            if (!st) {
+                st = json_object_new_object();
+                json_object_object_add(obj, "status", st);
+            }
+            json_object_object_add(st, "phase", json_object_new_string("Terminating"));
+        }
+        mut_put(c, m, obj);
+        return;
+    }
+    if (o->dry_run) {
+        m->kind = KL_MUT_NOOP;
+        return;
+    }
+    m->kind = KL_MUT_DELETE;
+    c->removed = true;
+}
+
+static void delete_answer(kl_response *r, const struct write_ctx *c, kl_mut_kind k, kl_obj *res,
+                          int code, json_object *status)
+{
+    if (k == KL_MUT_ERROR) {
+        set_body(r, code, status);
+        return;
+    }
+    if (c->removed && !c->t->return_deleted) {
+        json_object *st = json_object_new_object();
+        json_object_object_add(st, "kind", json_object_new_string("Status"));
+        json_object_object_add(st, "apiVersion", json_object_new_string("v1"));
+        json_object_object_add(st, "metadata", json_object_new_object());
+        json_object_object_add(st, "status", json_object_new_string("Success"));
+        json_object *d = json_object_new_object();
+        json_object_object_add(d, "name", json_object_new_string(c->name));
+        if (c->t->group[0])
+            json_object_object_add(d, "group", json_object_new_string(c->t->group));
+        json_object_object_add(d, "kind", json_object_new_string(c->t->resource));
+        json_object *tree = res ? kl_obj_tree(res) : NULL;
+        const char *uid = jstr(jobj(tree, "metadata"), "uid");
+        if (uid)
+            json_object_object_add(d, "uid", json_object_new_string(uid));
+        json_object_put(tree);
+        json_object_object_add(st, "details", d);
+        set_body(r, 200, st);
+    } else {
+        set_obj(r, 200, res);
+    }
+    kl_obj_unref(res);
+}
+
+static void read_delete_opts(const kl_request *req, json_object **holder, struct delete_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    *holder = NULL;
+    if (req->body && req->body_len)
+        *holder = json_tokener_parse(req->body);
+    json_object *pre = jobj(*holder, "preconditions");
+    o->uid = jstr(pre, "uid");
+    o->rv = jstr(pre, "resourceVersion");
+    json_object *dr = NULL;
+    o->dry_run = query(req, "dryRun") != NULL ||
+                 (json_object_object_get_ex(*holder, "dryRun", &dr) &&
+                  json_object_is_type(dr, json_type_array) && json_object_array_length(dr) > 0);
+}
+
+static void delete_one(kl_api *a, const struct route *rt, const char *name,
+                       const struct delete_opts *o, kl_response *r)
+{
+    struct write_ctx c = {.a = a,
+                          .rt = rt,
+                          .t = rt->t,
+                          .name = name,
+                          .body = (json_object *)(const void *)o,
+                          .ok_code = 200,
+                          .dry_run = o->dry_run};
+    kl_obj *res = NULL;
+    int code = 0;
+    json_object *status = NULL;
+    kl_mut_kind k =
+        kl_store_mutate(a->store, rt->t, rt->ns, name, mutate_delete, &c, &res, &code, &status);
+    if (r)
+        delete_answer(r, &c, k, res, code, status);
+    else if (k == KL_MUT_ERROR)
+        json_object_put(status);
+    else
+        kl_obj_unref(res);
+}
+
+static void do_delete(kl_api *a, const kl_request *req, const struct route *rt, kl_response *r)
+{
+    json_object *holder = NULL;
+    struct delete_opts o;
+    read_delete_opts(req, &holder, &o);
+    delete_one(a, rt, rt->name, &o, r);
+    json_object_put(holder);
+}
+
+static void do_delete_collection(kl_api *a, const kl_request *req, const struct route *rt,
+                                 kl_response *r)
+{
+    struct filter f;
+    if (!filter_init(&f, req, rt, r))
+        return;
+    json_object *holder = NULL;
+    struct delete_opts o;
+    read_delete_opts(req, &holder, &o);
+    kl_obj **items = NULL;
+    size_t n = 0;
+    uint64_t rv = 0;
+    char *next = NULL;
+    kl_store_list(a->store, rt->t, f.ns, NULL, 0, filter_match, &f, &items, &n, &rv, &next);
+    for (size_t i = 0; i < n; i++) {
+        struct route one = *rt;
+        snprintf(one.ns, sizeof(one.ns), "%s", items[i]->ns ? items[i]->ns : "");
+        delete_one(a, &one, items[i]->name, &o, NULL);
+    }
+    kl_objs_free(items, n);
+    free(next);
+    json_object_put(holder);
+    filter_clear(&f);
+    json_object *st = json_object_new_object();
+    json_object_object_add(st, "kind", json_object_new_string("Status"));
+    json_object_object_add(st, "apiVersion", json_object_new_string("v1"));
+    json_object_object_add(st, "metadata", json_object_new_object());
+    json_object_object_add(st, "status", json_object_new_string("Success"));
+    set_body(r, 200, st);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------ */
+
+static void method_not_allowed(kl_response *r)
+{
+    fail(r, 405, "MethodNotAllowed", NULL, NULL,
+         "the server does not allow this method on the requested resource");
+}
+
+/* Non-resource paths: discovery, OpenAPI, version and health. */
+static bool non_resource(kl_api *a, const kl_request *req, kl_response *r)
+{
+    char s[MAX_SEGS][256];
+    int n = split(req->path, s);
+    if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0)
+        return false;
+    if (n == 1 && strcmp(s[0], "api") == 0) {
+        set_raw(r, 200, "application/json", a->discovery_api, strlen(a->discovery_api));
+    } else if (n == 1 && strcmp(s[0], "apis") == 0) {
+        set_raw(r, 200, "application/json", a->discovery_apis, strlen(a->discovery_apis));
+    } else if ((n == 2 && strcmp(s[0], "api") == 0) || (n == 3 && strcmp(s[0], "apis") == 0)) {
+        char key[800];
+        if (n == 2)
+            snprintf(key, sizeof(key), "api/%s", s[1]);
+        else
+            snprintf(key, sizeof(key), "apis/%s/%s", s[1], s[2]);
+        json_object *l = NULL;
+        if (!json_object_object_get_ex(a->gv_lists, key, &l))
+            return false;
+        set_body(r, 200, json_object_get(l));
+    } else if (n == 2 && strcmp(s[0], "apis") == 0) {
+        json_object *g = NULL;
+        if (!json_object_object_get_ex(a->gv_groups, s[1], &g))
+            return false;
+        set_body(r, 200, json_object_get(g));
+    } else if (n == 1 && strcmp(s[0], "version") == 0) {
+        char *v = util_asprintf(
+            "{\"major\":\"1\",\"minor\":\"%s\",\"gitVersion\":\"v1.%s.0\",\"gitCommit\":"
+            "\"kube-lite\",\"gitTreeState\":\"clean\",\"buildDate\":\"2026-01-01T00:00:00Z\","
+            "\"goVersion\":\"go1.23.4\",\"compiler\":\"gc\",\"platform\":\"linux/amd64\"}\n",
+            a->opts.version_minor, a->opts.version_minor);
+        set_raw(r, 200, "application/json", v, strlen(v));
+        free(v);
+    } else if (n == 1 && (strcmp(s[0], "healthz") == 0 || strcmp(s[0], "readyz") == 0 ||
+                          strcmp(s[0], "livez") == 0)) {
+        set_raw(r, 200, "text/plain; charset=utf-8", "ok", 2);
+    } else if (n == 2 && strcmp(s[0], "openapi") == 0 && strcmp(s[1], "v2") == 0) {
+        /* An empty document: kubectl then skips client-side validation. */
+        set_raw(r, 200, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", "", 0);
+    } else if (n == 2 && strcmp(s[0], "openapi") == 0 && strcmp(s[1], "v3") == 0) {
+        set_raw(r, 200, "application/json", a->openapi_root, strlen(a->openapi_root));
+    } else if (n >= 4 && strcmp(s[0], "openapi") == 0 && strcmp(s[1], "v3") == 0) {
+        char key[800];
+        if (n == 4)
+            snprintf(key, sizeof(key), "%s/%s", s[2], s[3]);
+        else
+            snprintf(key, sizeof(key), "%s/%s/%s", s[2], s[3], s[4]);
+        json_object *d = NULL;
+        if (!json_object_object_get_ex(a->openapi_gv, key, &d))
+            return false;
+        set_body(r, 200, json_object_get(d));
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static const char *verb_of(const kl_request *req, const struct route *rt)
+{
+    const char *m = req->method;
+    bool named = rt->name[0] != '\0';
+    if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
+        if (!named && (rt->legacy_watch || query_true(req, "watch")))
+            return "watch";
+        if (named && rt->legacy_watch)
+            return "watch";
+        return named ? "get" : "list";
+    }
+    if (strcmp(m, "POST") == 0)
+        return "create";
+    if (strcmp(m, "PUT") == 0)
+        return "update";
+    if (strcmp(m, "PATCH") == 0)
+        return "patch";
+    if (strcmp(m, "DELETE") == 0)
+        return named ? "delete" : "deletecollection";
+    return NULL;
+}
+
+void kl_api_handle(kl_api *a, const kl_request *req, kl_response *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->verb = req->method;
+    r->resource = "";
+    const kl_user *u = authenticate(a, req, r);
+    if (!u)
+        return;
+    struct route rt;
+    if (parse_route(req->path, &rt) != 1) {
+        kl_attrs at = {.resource_request = false, .path = req->path};
+        char verb[16];
+        snprintf(verb, sizeof(verb), "%s", req->method);
+        for (char *p = verb; *p; p++)
+            *p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
+        at.verb = verb;
+        if (!authorize(a, u, &at, NULL, r))
+            return;
+        if (!non_resource(a, req, r))
+            not_found_path(r);
+        return;
+    }
+    const kl_type *t = rt.t;
+    r->resource = t->resource;
+    const char *verb = verb_of(req, &rt);
+    if (!verb) {
+        method_not_allowed(r);
+        return;
+    }
+    r->verb = verb;
+    if (rt.sub[0] && !(strcmp(rt.sub, "status") == 0 && t->has_status)) {
+        not_found_path(r);
+        return;
+    }
+    /* A list or watch narrowed to one name is authorized as that name. */
+    const char *authz_name = rt.name;
+    kl_fieldsel *fs = NULL;
+    const char *fsq = query(req, "fieldSelector");
+    if (!rt.name[0] && fsq && kl_fieldsel_parse(fsq, &fs) == 0 && kl_fieldsel_name(fs))
+        authz_name = kl_fieldsel_name(fs);
+    kl_attrs at = {.resource_request = true,
+                   .verb = verb,
+                   .group = t->group,
+                   .resource = t->resource,
+                   .subresource = rt.sub[0] ? rt.sub : NULL,
+                   .ns = rt.ns,
+                   .name = authz_name,
+                   .path = req->path};
+    bool ok = authorize(a, u, &at, t, r);
+    kl_fieldsel_free(fs);
+    if (!ok)
+        return;
+    if (strcmp(verb, "watch") == 0) {
+        if (rt.name[0]) {
+            /* /watch/<res>/<name>: a watch narrowed to the name. */
+            not_found_path(r);
+            return;
+        }
+        do_watch(a, req, &rt, r);
+    } else if (strcmp(verb, "list") == 0) {
+        if (rt.sub[0])
+            method_not_allowed(r);
+        else
+            do_list(a, req, &rt, r);
+    } else if (strcmp(verb, "get") == 0) {
+        do_get(a, &rt, r);
+    } else if (strcmp(verb, "create") == 0) {
+        if (rt.name[0])
+            method_not_allowed(r);
+        else
+            do_create(a, req, &rt, r);
+    } else if (strcmp(verb, "update") == 0) {
+        if (!rt.name[0])
+            method_not_allowed(r);
+        else
+            do_update(a, req, &rt, r);
+    } else if (strcmp(verb, "patch") == 0) {
+        if (!rt.name[0])
+            method_not_allowed(r);
+        else
+            do_patch(a, req, &rt, r);
+    } else if (strcmp(verb, "delete") == 0) {
+        if (rt.sub[0])
+            method_not_allowed(r);
+        else
+            do_delete(a, req, &rt, r);
+    } else {
+        do_delete_collection(a, req, &rt, r);
+    }
+}
+
+void kl_api_set_watch_close_after(kl_api *a, util_duration d)
+{
+    __atomic_store_n(&a->opts.watch_close_after, d, __ATOMIC_RELAXED);
+}
+
+static const char *no_query(void *ud, const char *key)
+{
+    (void)ud;
+    (void)key;
+    return NULL;
+}
+
+int kl_api_call(kl_api *a, const char *method, const char *path, const char *content_type,
+                const char *body, json_object **answer)
+{
+    kl_request req = {.method = method,
+                      .path = path,
+                      .query = no_query,
+                      .content_type = content_type,
+                      .body = body,
+                      .body_len = body ? strlen(body) : 0,
+                      .trusted = true};
+    kl_response r;
+    kl_api_handle(a, &req, &r);
+    if (answer)
+        *answer = r.body ? json_tokener_parse(r.body) : NULL;
+    free(r.body);
+    kl_stream_free(r.stream);
+    return r.code;
+}
+
+int kl_api_create_json(kl_api *a, const char *path, const char *json)
+{
+    json_object *ans = NULL;
+    int code = kl_api_call(a, "POST", path, "application/json", json, &ans);
+    if (code >= 300)
+        util_err_set(-EIO, "POST %s: %d %s", path, code,
+                     ans ? json_object_to_json_string(ans) : "");
+    json_object_put(ans);
+    return code < 300 ? 0 : -EIO;
+}
+
+void kl_api_bootstrap(kl_api *a)
+{
+    /* The namespaces every cluster starts with. */
+    static const char *const names[] = {"default", "kube-system", "kube-public", "kube-node-lease"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char *body = util_asprintf("{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{"
+                                   "\"name\":\"%s\"}}",
+                                   names[i]);
+        if (kl_api_create_json(a, "/api/v1/namespaces", body) < 0)
+            obs_error("bootstrap: %s", util_err_last());
+        free(body);
+    }
+}
