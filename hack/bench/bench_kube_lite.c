@@ -163,7 +163,7 @@ static void server_start(struct server *s)
     close(p[1]);
     close(logfd);
 
-    char line[256];
+    char line[256] = {0};
     size_t len = 0;
     while (len < sizeof(line) - 1 && !memchr(line, '\n', len)) {
         struct pollfd pfd = {.fd = p[0], .events = POLLIN};
@@ -258,7 +258,7 @@ struct buf {
 
 static void buf_add(struct buf *b, const char *s, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
+    if (!b->p || b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n + 1)
             cap *= 2;

@@ -279,7 +279,7 @@ static void va_name(const char *handle, const char *driver, const char *node, ch
     free(in);
     strcpy(out, "csi-");
     for (unsigned i = 0; i < len && i < 32; i++)
-        snprintf(out + 4 + 2 * i, 3, "%02x", md[i]);
+        snprintf(out + 4 + (size_t)2 * i, 3, "%02x", md[i]);
 }
 
 static bool attach_required(kl_controllers *c, const char *driver)

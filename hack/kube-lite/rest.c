@@ -451,12 +451,9 @@ static int parse_route(const char *path, struct route *rt)
     if (left <= 0)
         return 0;
     /* namespaces/<ns>/<resource>... unless it is a namespace's own path */
-    if (strcmp(s[i], "namespaces") == 0 && left >= 3 && group[0] == '\0' &&
-        strcmp(s[i + 2], "status") != 0 && strcmp(s[i + 2], "finalize") != 0) {
-        snprintf(rt->ns, sizeof(rt->ns), "%s", s[i + 1]);
-        i += 2;
-        left -= 2;
-    } else if (strcmp(s[i], "namespaces") == 0 && left >= 3 && group[0] != '\0') {
+    if (strcmp(s[i], "namespaces") == 0 && left >= 3 &&
+        (group[0] != '\0' ||
+         (strcmp(s[i + 2], "status") != 0 && strcmp(s[i + 2], "finalize") != 0))) {
         snprintf(rt->ns, sizeof(rt->ns), "%s", s[i + 1]);
         i += 2;
         left -= 2;
@@ -531,7 +528,7 @@ static const json_object *rbac_get(void *ud, const char *resource, const char *n
         return NULL;
     if (c->n_held == c->cap) {
         c->cap = c->cap ? c->cap * 2 : 8;
-        kl_obj **grown = realloc(c->held, c->cap * sizeof(*grown));
+        kl_obj **grown = realloc(c->held, c->cap * sizeof(kl_obj *));
         if (!grown)
             abort();
         c->held = grown;
@@ -922,7 +919,7 @@ int kl_stream_next(kl_stream *st, char **buf, size_t *len)
         st->ended = true;
         goto out;
     }
-    while (st->i_init < st->n_init && b.len < 256 * 1024) {
+    while (st->i_init < st->n_init && b.len < (size_t)256 * 1024) {
         kl_obj *o = st->init[st->i_init++];
         sb_event(&b, "ADDED", o);
         kl_obj_unref(o);
@@ -954,13 +951,12 @@ int kl_stream_next(kl_stream *st, char **buf, size_t *len)
                 sb_event(&b, "ADDED", ev[i].obj);
             else if (ev[i].type == KL_MODIFIED && now_in)
                 sb_event(&b, was_in ? "MODIFIED" : "ADDED", ev[i].obj);
-            else if (ev[i].type == KL_MODIFIED && was_in)
-                sb_event(&b, "DELETED", ev[i].obj);
-            else if (ev[i].type == KL_DELETED && (now_in || was_in))
+            else if ((ev[i].type == KL_MODIFIED && was_in) ||
+                     (ev[i].type == KL_DELETED && (now_in || was_in)))
                 sb_event(&b, "DELETED", ev[i].obj);
             kl_event_clear(&ev[i]);
         }
-        if (n < 64 || b.len > 256 * 1024)
+        if (n < 64 || b.len > (size_t)256 * 1024)
             break;
     }
     if (!b.len && st->bookmarks && now >= st->next_bookmark) {

@@ -98,11 +98,11 @@ static char *metrics_text(kl_server *s, size_t *len)
     size_t n = 0;
     for (struct counter *c = s->counters; c; c = c->next)
         n++;
-    struct counter **v = util_calloc(n ? n : 1, sizeof(*v));
+    struct counter **v = util_calloc(n ? n : 1, sizeof(struct counter *));
     size_t i = 0;
     for (struct counter *c = s->counters; c; c = c->next)
         v[i++] = c;
-    qsort(v, n, sizeof(*v), cmp_counter);
+    qsort(v, n, sizeof(struct counter *), cmp_counter);
     size_t cap = 256 + n * 160;
     char *out = util_calloc(cap, 1);
     size_t pos = (size_t)snprintf(out, cap,
@@ -358,8 +358,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct MHD_Response *resp;
     if (r.stream) {
         cn->st = r.stream;
-        resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_reader, cn, NULL);
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, (size_t)64 * 1024, watch_reader,
+                                                 cn, NULL);
         pthread_mutex_lock(&s->mu);
         cn->next = s->watches;
         if (s->watches)

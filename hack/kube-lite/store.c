@@ -259,8 +259,8 @@ static void ensure_sorted(kl_store *s, struct table *tb)
         tb->n_sorted = (size_t)tb->map->count;
         tb->sorted = util_calloc(tb->n_sorted ? tb->n_sorted : 1, sizeof(char *));
         size_t i = 0;
-        struct lh_entry *e;
-        lh_foreach(tb->map, e) tb->sorted[i++] = (char *)lh_entry_k(e);
+        for (struct lh_entry *e = (tb->map)->head; e; e = e->next)
+            tb->sorted[i++] = (char *)lh_entry_k(e);
         qsort(tb->sorted, tb->n_sorted, sizeof(char *), cmp_keys);
         tb->dirty = false;
     }
@@ -301,7 +301,7 @@ void kl_store_list(kl_store *s, const kl_type *t, const char *ns, const char *af
     size_t i = after && strcmp(after, prefix) > 0 ? lower_bound(tb, after, true)
                                                   : lower_bound(tb, prefix, false);
     size_t cap = 16, count = 0;
-    kl_obj **out = util_calloc(cap, sizeof(*out));
+    kl_obj **out = util_calloc(cap, sizeof(kl_obj *));
     for (; i < tb->n_sorted; i++) {
         const char *key = tb->sorted[i];
         if (plen && strncmp(key, prefix, plen) != 0)
@@ -315,7 +315,7 @@ void kl_store_list(kl_store *s, const kl_type *t, const char *ns, const char *af
         }
         if (count == cap) {
             cap *= 2;
-            kl_obj **grown = realloc(out, cap * sizeof(*out));
+            kl_obj **grown = realloc(out, cap * sizeof(kl_obj *));
             if (!grown)
                 abort();
             out = grown;
@@ -333,9 +333,7 @@ void kl_store_each(kl_store *s, const kl_type *t, const char *ns,
     pthread_rwlock_rdlock(&s->lock);
     struct table *tb = table_of(s, t);
     size_t plen = ns ? strlen(ns) : 0;
-    struct lh_entry *e;
-    lh_foreach(tb->map, e)
-    {
+    for (struct lh_entry *e = (tb->map)->head; e; e = e->next) {
         const char *key = lh_entry_k(e);
         if (t->namespaced && ns && (strncmp(key, ns, plen) != 0 || key[plen] != '/'))
             continue;
@@ -554,9 +552,7 @@ int kl_store_save(kl_store *s, const char *path)
     pthread_rwlock_rdlock(&s->lock);
     for (size_t i = 0; i < s->n_types; i++) {
         const kl_type *t = &s->types[i];
-        struct lh_entry *e;
-        lh_foreach(s->tables[i].map, e)
-        {
+        for (struct lh_entry *e = (s->tables[i].map)->head; e; e = e->next) {
             const kl_obj *o = lh_entry_v(e);
             fprintf(f, "%s\t%s\t%s\t%s\n", t->group[0] ? t->group : "core", t->version, t->resource,
                     o->json);
@@ -596,9 +592,8 @@ int kl_store_load(kl_store *s, const char *path, size_t *n_loaded)
         return errno == ENOENT ? 0 : util_err_set(-errno, "cannot read %s: %m", path);
     char *line = NULL;
     size_t cap = 0;
-    ssize_t len;
     int lineno = 0, rc = 0;
-    while ((len = getline(&line, &cap, f)) > 0) {
+    while (getline(&line, &cap, f) > 0) {
         lineno++;
         char group[128], version[32], resource[128];
         int off = 0;

@@ -79,7 +79,7 @@ static const kl_merge_key namespace_keys[] = {META_KEYS, {"status.conditions", "
 static const kl_merge_key sa_keys[] = {META_KEYS, {"secrets", "name", false}};
 static const kl_merge_key csinode_keys[] = {META_KEYS, {"spec.drivers", "name", false}};
 
-#define KEYS(k) k, sizeof(k) / sizeof(k[0])
+#define KEYS(k) (k), sizeof(k) / sizeof((k)[0])
 
 /* group, version, resource, kind, list kind, singular, short names, namespaced,
  * status, return_deleted, custom, fields, merge keys */
