@@ -209,6 +209,23 @@ check "merge patch on a custom resource" "y 2" "$(K get vs snap1 -o jsonpath='{.
 out=$(K patch vs snap1 -p '{"metadata":{"labels":{"x":"z"}}}' 2>&1)
 contains "strategic merge on a custom resource is refused" "application/strategic-merge-patch+json is not supported by snapshot.storage.k8s.io/v1" "$out"
 
+# ---- persistence: --data-dir keeps objects across a restart ------------------------------
+
+mkdir -p "$WORK/data"
+if start_kube_lite persist1 --data-dir "$WORK/data"; then
+  K create -f "$WORK/sc.yaml" >/dev/null 2>&1
+  uid1=$(K get sc fast -o jsonpath='{.metadata.uid}')
+  kill "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null
+  if start_kube_lite persist2 --data-dir "$WORK/data"; then
+    check "objects survive a restart with --data-dir" "$uid1 hostpath.csi.example.com" \
+      "$(K get sc fast -o jsonpath='{.metadata.uid} {.provisioner}' 2>&1)"
+  else
+    bad "restart with --data-dir" "$(cat "$WORK/persist2.err")"
+  fi
+else
+  bad "start with --data-dir" "$(cat "$WORK/persist1.err")"
+fi
+
 # ---- TLS, tokens and RBAC ---------------------------------------------------------------
 
 if ! command -v openssl >/dev/null; then
