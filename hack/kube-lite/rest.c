@@ -157,7 +157,8 @@ static json_object *status_new(int code, const char *reason, const kl_type *t, c
             json_object_object_add(details, "group", json_object_new_string(t->group));
         json_object_object_add(details, "kind", json_object_new_string(t->resource));
     }
-    if (reason)
+    /* Empty details are left out, as kube-apiserver's 401 body has none. */
+    if (reason && json_object_object_length(details) > 0)
         json_object_object_add(st, "details", details);
     else
         json_object_put(details);
@@ -796,8 +797,9 @@ static void do_get(kl_api *a, const struct route *rt, kl_response *r)
 struct kl_stream {
     kl_api *a;
     const kl_type *t;
-    char ns[254];
+    char ns[256]; /* the filter's namespace: the request's copy outlives it */
     struct filter f;
+    uint64_t from; /* the resourceVersion asked for, for the 410 message */
     kl_watch *w;
     kl_obj **init; /* synthetic ADDED events still to send */
     size_t n_init, i_init;
@@ -915,7 +917,7 @@ int kl_stream_next(kl_stream *st, char **buf, size_t *len)
         return -1;
     sbuf b = {0};
     if (st->expired) {
-        sb_expired(&b, kl_watch_cursor(st->w), kl_store_rv(st->a->store));
+        sb_expired(&b, st->from, kl_store_rv(st->a->store));
         st->ended = true;
         goto out;
     }
@@ -981,6 +983,8 @@ static void do_watch(kl_api *a, const kl_request *req, const struct route *rt, k
         kl_stream_free(st);
         return;
     }
+    snprintf(st->ns, sizeof(st->ns), "%s", rt->ns);
+    st->f.ns = st->ns[0] ? st->ns : NULL;
     const char *rvs = query(req, "resourceVersion");
     bool initial = query_true(req, "sendInitialEvents");
     const char *match = query(req, "resourceVersionMatch");
@@ -1021,6 +1025,7 @@ static void do_watch(kl_api *a, const kl_request *req, const struct route *rt, k
         from = snap;
         st->initial_end_bookmark = initial;
     }
+    st->from = from;
     int rc = kl_store_watch(a->store, rt->t, from, stream_notify, st, &st->w);
     if (rc == -ERANGE) {
         /* 200, then the 410 ERROR event, then the end (as the watch cache does). */

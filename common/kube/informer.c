@@ -1,0 +1,736 @@
+/*
+ * Informer: list, then watch from the list's resourceVersion, into a cache
+ * that handlers and workers read.
+ *
+ * The cache holds each object as compact JSON text after the transform (a
+ * json-c tree is ~10x bigger than its text, and a sidecar caches every PV
+ * and PVC of the cluster); readers get a parsed copy. One rwlock guards the
+ * cache and its indexes. Handlers run on the informer's thread after the
+ * cache is updated, as client-go's do, with parsed objects.
+ *
+ * A watch that ends cleanly is resumed from the last resourceVersion seen
+ * (bookmarks included); 410 Expired or repeated failures lead to a relist,
+ * which turns the difference between cache and server into add, update and
+ * delete calls, so every object's last handler call sees its final state.
+ * Resync (optional) replays on_update(obj, obj) from its own thread.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <json-c/linkhash.h>
+
+#include "kube/kube.h"
+
+#define MAX_INDEXES 8
+
+struct entry {
+    char *json;
+    size_t len;
+    char *rv;
+    char **ikeys[MAX_INDEXES]; /* per index: NULL-ended list of index keys */
+};
+
+struct index {
+    char *name;
+    kube_index_fn fn;
+    struct lh_table *map; /* index key -> struct keyset* */
+};
+
+struct keyset {
+    char **keys;
+    size_t n, cap;
+};
+
+struct kube_informer {
+    kube_client *c;
+    kube_informer_opts o;
+    char *path;  /* collection path */
+    char *query; /* selectors, URL-encoded, starting with '&' or "" */
+    pthread_rwlock_t lock;
+    struct lh_table *cache; /* key -> struct entry* */
+    struct index idx[MAX_INDEXES];
+    int n_idx;
+    size_t bytes;
+    char *last_rv;
+    atomic_bool synced;
+    atomic_bool stop;
+    kube_watch *watch;
+    pthread_t th, resync_th;
+    bool started;
+    pthread_mutex_t mu; /* for waiting on sync and on stop */
+    pthread_cond_t cv;
+};
+
+/* ---- cache ------------------------------------------------------------------- */
+
+static void free_strv(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void entry_free(struct entry *e)
+{
+    if (!e)
+        return;
+    free(e->json);
+    free(e->rv);
+    for (int i = 0; i < MAX_INDEXES; i++)
+        free_strv(e->ikeys[i]);
+    free(e);
+}
+
+static void cache_entry_free(struct lh_entry *le)
+{
+    free(lh_entry_k(le));
+    entry_free((struct entry *)lh_entry_v(le));
+}
+
+static void keyset_entry_free(struct lh_entry *le)
+{
+    struct keyset *ks = (struct keyset *)lh_entry_v(le);
+    free(lh_entry_k(le));
+    if (ks) {
+        for (size_t i = 0; i < ks->n; i++)
+            free(ks->keys[i]);
+        free(ks->keys);
+        free(ks);
+    }
+}
+
+struct collect {
+    char **v;
+    size_t n, cap;
+};
+
+static void collect_key(void *ctx, const char *key)
+{
+    struct collect *c = ctx;
+    if (c->n + 2 > c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 4;
+        char **nv = realloc(c->v, c->cap * sizeof(char *));
+        if (!nv)
+            abort();
+        c->v = nv;
+    }
+    c->v[c->n++] = util_strdup(key);
+    c->v[c->n] = NULL;
+}
+
+static void index_add(struct index *ix, const char *ikey, const char *okey)
+{
+    struct keyset *ks = NULL;
+    if (!lh_table_lookup_ex(ix->map, ikey, (void **)&ks)) {
+        ks = util_calloc(1, sizeof(*ks));
+        lh_table_insert(ix->map, util_strdup(ikey), ks);
+    }
+    if (ks->n == ks->cap) {
+        ks->cap = ks->cap ? 2 * ks->cap : 2;
+        char **nk = realloc(ks->keys, ks->cap * sizeof(char *));
+        if (!nk)
+            abort();
+        ks->keys = nk;
+    }
+    ks->keys[ks->n++] = util_strdup(okey);
+}
+
+static void index_del(struct index *ix, const char *ikey, const char *okey)
+{
+    struct keyset *ks = NULL;
+    if (!lh_table_lookup_ex(ix->map, ikey, (void **)&ks))
+        return;
+    for (size_t i = 0; i < ks->n; i++) {
+        if (strcmp(ks->keys[i], okey) == 0) {
+            free(ks->keys[i]);
+            ks->keys[i] = ks->keys[--ks->n];
+            break;
+        }
+    }
+    if (ks->n == 0)
+        lh_table_delete(ix->map, ikey);
+}
+
+static size_t entry_bytes(const struct entry *e, const char *key)
+{
+    size_t b = sizeof(*e) + e->len + 1 + strlen(key) + 1 + (e->rv ? strlen(e->rv) + 1 : 0);
+    for (int i = 0; i < MAX_INDEXES; i++)
+        for (size_t k = 0; e->ikeys[i] && e->ikeys[i][k]; k++)
+            b += 2 * (strlen(e->ikeys[i][k]) + 1) + strlen(key) + 1;
+    return b;
+}
+
+/* Removes `key` from cache and indexes; returns the old entry (caller frees). */
+static struct entry *cache_take(kube_informer *inf, const char *key)
+{
+    struct entry *old = NULL;
+    if (!lh_table_lookup_ex(inf->cache, key, (void **)&old))
+        return NULL;
+    for (int i = 0; i < inf->n_idx; i++)
+        for (size_t k = 0; old->ikeys[i] && old->ikeys[i][k]; k++)
+            index_del(&inf->idx[i], old->ikeys[i][k], key);
+    inf->bytes -= entry_bytes(old, key);
+    /* Detach the value so the table's free function leaves it to us. */
+    struct lh_entry *le = lh_table_lookup_entry(inf->cache, key);
+    lh_entry_set_val(le, NULL);
+    lh_table_delete(inf->cache, key);
+    return old;
+}
+
+static void cache_put(kube_informer *inf, const char *key, json_object *obj)
+{
+    struct entry *e = util_calloc(1, sizeof(*e));
+    size_t len = 0;
+    const char *text = json_object_to_json_string_length(
+        obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+    e->json = malloc(len + 1);
+    if (!e->json)
+        abort();
+    memcpy(e->json, text, len + 1);
+    e->len = len;
+    json_object *meta = NULL, *rv = NULL;
+    if (json_object_object_get_ex(obj, "metadata", &meta) &&
+        json_object_object_get_ex(meta, "resourceVersion", &rv))
+        e->rv = util_strdup(json_object_get_string(rv));
+    for (int i = 0; i < inf->n_idx; i++) {
+        struct collect c = {0};
+        inf->idx[i].fn(obj, collect_key, &c);
+        e->ikeys[i] = c.v;
+        for (size_t k = 0; c.v && c.v[k]; k++)
+            index_add(&inf->idx[i], c.v[k], key);
+    }
+    lh_table_insert(inf->cache, util_strdup(key), e);
+    inf->bytes += entry_bytes(e, key);
+}
+
+static json_object *parse_entry(const struct entry *e)
+{
+    return e ? json_tokener_parse(e->json) : NULL;
+}
+
+/* ---- public reads -------------------------------------------------------------- */
+
+char *kube_key(const json_object *obj)
+{
+    json_object *meta = NULL, *ns = NULL, *name = NULL;
+    json_object_object_get_ex(obj, "metadata", &meta);
+    json_object_object_get_ex(meta, "namespace", &ns);
+    json_object_object_get_ex(meta, "name", &name);
+    const char *n = name ? json_object_get_string(name) : "";
+    const char *s = ns ? json_object_get_string(ns) : NULL;
+    if (s && *s)
+        return util_asprintf("%s/%s", s, n);
+    return util_strdup(n);
+}
+
+json_object *kube_informer_get(kube_informer *inf, const char *ns, const char *name)
+{
+    char *key = ns && *ns ? util_asprintf("%s/%s", ns, name) : util_strdup(name);
+    pthread_rwlock_rdlock(&inf->lock);
+    struct entry *e = NULL;
+    json_object *obj = NULL;
+    if (lh_table_lookup_ex(inf->cache, key, (void **)&e))
+        obj = parse_entry(e);
+    pthread_rwlock_unlock(&inf->lock);
+    free(key);
+    return obj;
+}
+
+/* Copies the texts under the lock, parses and calls outside it, so a
+ * callback may read the informer again. */
+static void call_each(char **texts, size_t n, void (*fn)(void *ud, json_object *obj), void *ud)
+{
+    for (size_t i = 0; i < n; i++) {
+        json_object *obj = json_tokener_parse(texts[i]);
+        if (obj)
+            fn(ud, obj);
+        json_object_put(obj);
+        free(texts[i]);
+    }
+    free(texts);
+}
+
+void kube_informer_each(kube_informer *inf, void (*fn)(void *ud, json_object *obj), void *ud)
+{
+    pthread_rwlock_rdlock(&inf->lock);
+    size_t n = (size_t)inf->cache->count, i = 0;
+    char **texts = util_calloc(n ? n : 1, sizeof(char *));
+    for (struct lh_entry *le = inf->cache->head; le; le = le->next)
+        texts[i++] = util_strdup(((const struct entry *)lh_entry_v(le))->json);
+    pthread_rwlock_unlock(&inf->lock);
+    call_each(texts, i, fn, ud);
+}
+
+int kube_informer_by_index(kube_informer *inf, const char *name, const char *key,
+                           void (*fn)(void *ud, json_object *obj), void *ud)
+{
+    int which = -1;
+    for (int i = 0; i < inf->n_idx; i++)
+        if (strcmp(inf->idx[i].name, name) == 0)
+            which = i;
+    if (which < 0)
+        return util_err_set(-ENOENT, "informer %s has no index %s", inf->o.res->resource, name);
+    pthread_rwlock_rdlock(&inf->lock);
+    struct keyset *ks = NULL;
+    char **texts = NULL;
+    size_t n = 0;
+    if (lh_table_lookup_ex(inf->idx[which].map, key, (void **)&ks) && ks->n) {
+        texts = util_calloc(ks->n, sizeof(char *));
+        for (size_t i = 0; i < ks->n; i++) {
+            struct entry *e = NULL;
+            if (lh_table_lookup_ex(inf->cache, ks->keys[i], (void **)&e))
+                texts[n++] = util_strdup(e->json);
+        }
+    }
+    pthread_rwlock_unlock(&inf->lock);
+    call_each(texts, n, fn, ud);
+    return 0;
+}
+
+size_t kube_informer_count(kube_informer *inf)
+{
+    pthread_rwlock_rdlock(&inf->lock);
+    size_t n = (size_t)inf->cache->count;
+    pthread_rwlock_unlock(&inf->lock);
+    return n;
+}
+
+size_t kube_informer_bytes(kube_informer *inf)
+{
+    pthread_rwlock_rdlock(&inf->lock);
+    size_t n = inf->bytes;
+    pthread_rwlock_unlock(&inf->lock);
+    return n;
+}
+
+/* ---- applying changes ---------------------------------------------------------- */
+
+static void slim(kube_informer *inf, json_object *obj)
+{
+    if (inf->o.transform) {
+        inf->o.transform(inf->o.transform_ud, obj);
+        return;
+    }
+    json_object *meta = NULL;
+    if (json_object_object_get_ex(obj, "metadata", &meta))
+        json_object_object_del(meta, "managedFields");
+}
+
+static void set_last_rv(kube_informer *inf, const char *rv)
+{
+    if (!rv || !*rv)
+        return;
+    pthread_rwlock_wrlock(&inf->lock);
+    free(inf->last_rv);
+    inf->last_rv = util_strdup(rv);
+    pthread_rwlock_unlock(&inf->lock);
+}
+
+static const char *obj_rv(json_object *obj)
+{
+    json_object *meta = NULL, *rv = NULL;
+    if (json_object_object_get_ex(obj, "metadata", &meta) &&
+        json_object_object_get_ex(meta, "resourceVersion", &rv))
+        return json_object_get_string(rv);
+    return NULL;
+}
+
+/* Stores `obj` (transformed in place) and calls the handlers. */
+static void apply_upsert(kube_informer *inf, json_object *obj)
+{
+    slim(inf, obj);
+    char *key = kube_key(obj);
+    pthread_rwlock_wrlock(&inf->lock);
+    struct entry *old = cache_take(inf, key);
+    cache_put(inf, key, obj);
+    pthread_rwlock_unlock(&inf->lock);
+    const kube_handlers *h = &inf->o.handlers;
+    if (old) {
+        if (h->on_update) {
+            json_object *prev = parse_entry(old);
+            h->on_update(h->ud, prev, obj);
+            json_object_put(prev);
+        }
+    } else if (h->on_add) {
+        h->on_add(h->ud, obj);
+    }
+    entry_free(old);
+    free(key);
+}
+
+static void apply_delete(kube_informer *inf, json_object *obj)
+{
+    char *key = kube_key(obj);
+    pthread_rwlock_wrlock(&inf->lock);
+    struct entry *old = cache_take(inf, key);
+    pthread_rwlock_unlock(&inf->lock);
+    const kube_handlers *h = &inf->o.handlers;
+    if (old && h->on_delete) {
+        /* The final state as the server sent it, slimmed like the cache. */
+        slim(inf, obj);
+        h->on_delete(h->ud, obj);
+    }
+    entry_free(old);
+    free(key);
+}
+
+/* ---- list ------------------------------------------------------------------------ */
+
+static char *url_escape(const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(s);
+    char *out = util_calloc(3 * n + 1, 1);
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+            ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+            out[j++] = (char)ch;
+        } else {
+            out[j++] = '%';
+            out[j++] = hex[ch >> 4];
+            out[j++] = hex[ch & 15];
+        }
+    }
+    return out;
+}
+
+struct seen {
+    struct lh_table *keys; /* keys present in the new list */
+};
+
+static void seen_free_entry(struct lh_entry *le)
+{
+    free(lh_entry_k(le));
+}
+
+/*
+ * A full list, applied as a diff against the cache. Returns 0 and sets the
+ * last resourceVersion, or a negative error.
+ */
+static int relist(kube_informer *inf)
+{
+    struct lh_table *seen = lh_kchar_table_new(1024, seen_free_entry);
+    char *cont = NULL;
+    char *list_rv = NULL;
+    int rc = 0;
+    int page = inf->o.page_size > 0 ? inf->o.page_size : 500;
+    for (;;) {
+        char *ec = cont ? url_escape(cont) : NULL;
+        char *path = util_asprintf("%s?limit=%d%s%s%s", inf->path, page, inf->query,
+                                   ec ? "&continue=" : "", ec ? ec : "");
+        free(ec);
+        kube_resp r = {0};
+        rc = kube_get(inf->c, path, &r);
+        free(path);
+        if (rc < 0) {
+            obs_v(2, "list %s: %s", inf->o.res->resource, r.message);
+            kube_resp_clear(&r);
+            break;
+        }
+        json_object *meta = NULL, *items = NULL, *v = NULL;
+        json_object_object_get_ex(r.body, "metadata", &meta);
+        json_object_object_get_ex(r.body, "items", &items);
+        if (!list_rv && json_object_object_get_ex(meta, "resourceVersion", &v))
+            list_rv = util_strdup(json_object_get_string(v));
+        free(cont);
+        cont = NULL;
+        if (json_object_object_get_ex(meta, "continue", &v) && json_object_get_string_len(v) > 0)
+            cont = util_strdup(json_object_get_string(v));
+        size_t n = items ? json_object_array_length(items) : 0;
+        for (size_t i = 0; i < n; i++) {
+            json_object *item = json_object_array_get_idx(items, i);
+            /* Lists of built-in types omit kind and apiVersion on items. */
+            if (!json_object_object_get_ex(item, "kind", NULL)) {
+                json_object_object_add(item, "kind", json_object_new_string(inf->o.res->kind));
+                char *av = inf->o.res->group[0]
+                               ? util_asprintf("%s/%s", inf->o.res->group, inf->o.res->version)
+                               : util_strdup(inf->o.res->version);
+                json_object_object_add(item, "apiVersion", json_object_new_string(av));
+                free(av);
+            }
+            char *key = kube_key(item);
+            lh_table_insert(seen, key, NULL);
+            /* Unchanged objects (same resourceVersion) need no handler call. */
+            pthread_rwlock_rdlock(&inf->lock);
+            struct entry *e = NULL;
+            bool same = lh_table_lookup_ex(inf->cache, key, (void **)&e) && e->rv && obj_rv(item) &&
+                        strcmp(e->rv, obj_rv(item)) == 0;
+            pthread_rwlock_unlock(&inf->lock);
+            if (!same)
+                apply_upsert(inf, item);
+        }
+        kube_resp_clear(&r);
+        if (!cont || atomic_load(&inf->stop))
+            break;
+    }
+    free(cont);
+    if (rc == 0) {
+        /* Whatever the cache holds that the server no longer has was deleted. */
+        struct collect gone = {0};
+        pthread_rwlock_rdlock(&inf->lock);
+        for (struct lh_entry *le = inf->cache->head; le; le = le->next)
+            if (!lh_table_lookup_entry(seen, lh_entry_k(le)))
+                collect_key(&gone, lh_entry_k(le));
+        pthread_rwlock_unlock(&inf->lock);
+        for (size_t i = 0; i < gone.n; i++) {
+            pthread_rwlock_rdlock(&inf->lock);
+            struct entry *e = NULL;
+            json_object *last =
+                lh_table_lookup_ex(inf->cache, gone.v[i], (void **)&e) ? parse_entry(e) : NULL;
+            pthread_rwlock_unlock(&inf->lock);
+            if (last)
+                apply_delete(inf, last);
+            json_object_put(last);
+        }
+        free_strv(gone.v);
+        set_last_rv(inf, list_rv);
+        if (!atomic_load(&inf->synced)) {
+            pthread_mutex_lock(&inf->mu);
+            atomic_store(&inf->synced, true);
+            pthread_cond_broadcast(&inf->cv);
+            pthread_mutex_unlock(&inf->mu);
+        }
+    }
+    free(list_rv);
+    lh_table_free(seen);
+    return rc;
+}
+
+/* ---- watch ------------------------------------------------------------------------ */
+
+static int on_event(void *ud, const char *type, json_object *obj)
+{
+    kube_informer *inf = ud;
+    if (atomic_load(&inf->stop))
+        return -ECANCELED;
+    const char *rv = obj_rv(obj);
+    if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0) {
+        json_object *copy = NULL;
+        json_object_deep_copy(obj, &copy, NULL);
+        apply_upsert(inf, copy);
+        json_object_put(copy);
+    } else if (strcmp(type, "DELETED") == 0) {
+        json_object *copy = NULL;
+        json_object_deep_copy(obj, &copy, NULL);
+        apply_delete(inf, copy);
+        json_object_put(copy);
+    }
+    set_last_rv(inf, rv);
+    return 0;
+}
+
+static void sleep_unless_stopped(kube_informer *inf, util_duration d)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(d / UTIL_SECOND);
+    until.tv_nsec += (long)(d % UTIL_SECOND);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&inf->mu);
+    while (!atomic_load(&inf->stop))
+        if (pthread_cond_timedwait(&inf->cv, &inf->mu, &until) != 0)
+            break;
+    pthread_mutex_unlock(&inf->mu);
+}
+
+static void *run(void *arg)
+{
+    kube_informer *inf = arg;
+    util_duration backoff = 0;
+    bool need_list = true;
+    while (!atomic_load(&inf->stop)) {
+        if (backoff > 0)
+            sleep_unless_stopped(inf, backoff);
+        if (atomic_load(&inf->stop))
+            break;
+        if (need_list) {
+            if (relist(inf) < 0) {
+                backoff = backoff ? backoff * 2 : 800 * UTIL_MS;
+                if (backoff > 30 * UTIL_SECOND)
+                    backoff = 30 * UTIL_SECOND;
+                continue;
+            }
+            need_list = false;
+        }
+        pthread_rwlock_rdlock(&inf->lock);
+        char *rv = util_strdup(inf->last_rv ? inf->last_rv : "");
+        pthread_rwlock_unlock(&inf->lock);
+        unsigned int rnd = 0;
+        if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+            rnd = 0;
+        char *ev = url_escape(rv);
+        char *path = util_asprintf("%s?watch=true&allowWatchBookmarks=true&resourceVersion=%s&"
+                                   "timeoutSeconds=%u%s",
+                                   inf->path, ev, 300 + rnd % 300, inf->query);
+        free(ev);
+        free(rv);
+        util_duration start = util_now_mono();
+        int rc = kube_watch_run(inf->watch, path, on_event, inf);
+        free(path);
+        if (rc == -ECANCELED || atomic_load(&inf->stop))
+            break;
+        if (rc == -ERANGE) {
+            obs_v(2, "watch %s: resourceVersion too old, relisting", inf->o.res->resource);
+            need_list = true;
+            backoff = 0;
+        } else if (rc == 0 && util_now_mono() - start > UTIL_SECOND) {
+            backoff = 0; /* a normal end (timeout): resume */
+        } else {
+            /* Failures and very short watches back off, then relist once
+             * failures repeat, as client-go's reflector does. */
+            obs_v(2, "watch %s ended (%d), backing off", inf->o.res->resource, rc);
+            backoff = backoff ? backoff * 2 : 800 * UTIL_MS;
+            if (backoff > 30 * UTIL_SECOND)
+                backoff = 30 * UTIL_SECOND;
+            if (rc != 0)
+                need_list = true;
+        }
+    }
+    return NULL;
+}
+
+static void replay(void *ud, json_object *obj)
+{
+    kube_informer *inf = ud;
+    if (inf->o.handlers.on_update)
+        inf->o.handlers.on_update(inf->o.handlers.ud, obj, obj);
+}
+
+static void *resync_run(void *arg)
+{
+    kube_informer *inf = arg;
+    while (!atomic_load(&inf->stop)) {
+        sleep_unless_stopped(inf, inf->o.resync);
+        if (atomic_load(&inf->stop))
+            break;
+        if (atomic_load(&inf->synced))
+            kube_informer_each(inf, replay, inf);
+    }
+    return NULL;
+}
+
+/* ---- lifecycle -------------------------------------------------------------------- */
+
+int kube_informer_new(kube_client *c, const kube_informer_opts *opts, kube_informer **out)
+{
+    *out = NULL;
+    if (!opts || !opts->res)
+        return util_err_set(-EINVAL, "informer: no resource given");
+    kube_informer *inf = util_calloc(1, sizeof(*inf));
+    inf->c = c;
+    inf->o = *opts;
+    inf->path = kube_path(opts->res, opts->ns, NULL, NULL);
+    char *ls = opts->label_selector ? url_escape(opts->label_selector) : NULL;
+    char *fs = opts->field_selector ? url_escape(opts->field_selector) : NULL;
+    inf->query = util_asprintf("%s%s%s%s", ls ? "&labelSelector=" : "", ls ? ls : "",
+                               fs ? "&fieldSelector=" : "", fs ? fs : "");
+    free(ls);
+    free(fs);
+    pthread_rwlock_init(&inf->lock, NULL);
+    pthread_mutex_init(&inf->mu, NULL);
+    pthread_cond_init(&inf->cv, NULL);
+    inf->cache = lh_kchar_table_new(1024, cache_entry_free);
+    inf->watch = kube_watch_new(c);
+    *out = inf;
+    return 0;
+}
+
+int kube_informer_add_index(kube_informer *inf, const char *name, kube_index_fn fn)
+{
+    if (inf->started)
+        return util_err_set(-EBUSY, "informer: indexes must be added before start");
+    if (inf->n_idx == MAX_INDEXES)
+        return util_err_set(-ENOSPC, "informer: at most %d indexes", MAX_INDEXES);
+    struct index *ix = &inf->idx[inf->n_idx++];
+    ix->name = util_strdup(name);
+    ix->fn = fn;
+    ix->map = lh_kchar_table_new(256, keyset_entry_free);
+    return 0;
+}
+
+int kube_informer_start(kube_informer *inf)
+{
+    if (inf->started)
+        return util_err_set(-EALREADY, "informer already started");
+    if (pthread_create(&inf->th, NULL, run, inf) != 0)
+        return util_err_set(-EAGAIN, "cannot start the informer thread");
+    inf->started = true;
+    if (inf->o.resync > 0 && pthread_create(&inf->resync_th, NULL, resync_run, inf) != 0)
+        inf->o.resync = 0;
+    return 0;
+}
+
+bool kube_informer_has_synced(kube_informer *inf)
+{
+    return atomic_load(&inf->synced);
+}
+
+int kube_informer_wait_for_sync(kube_informer *inf, util_duration timeout)
+{
+    util_duration end = util_now_mono() + timeout;
+    pthread_mutex_lock(&inf->mu);
+    while (!atomic_load(&inf->synced) && !atomic_load(&inf->stop)) {
+        util_duration left = end - util_now_mono();
+        if (left <= 0)
+            break;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        util_duration step = left < 100 * UTIL_MS ? left : 100 * UTIL_MS;
+        until.tv_nsec += (long)step;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&inf->cv, &inf->mu, &until);
+    }
+    bool ok = atomic_load(&inf->synced);
+    pthread_mutex_unlock(&inf->mu);
+    return ok ? 0
+              : util_err_set(-ETIMEDOUT, "timed out waiting for the %s cache to sync",
+                             inf->o.res->resource);
+}
+
+void kube_informer_stop(kube_informer *inf)
+{
+    if (!inf || !inf->started)
+        return;
+    pthread_mutex_lock(&inf->mu);
+    atomic_store(&inf->stop, true);
+    pthread_cond_broadcast(&inf->cv);
+    pthread_mutex_unlock(&inf->mu);
+    kube_watch_cancel(inf->watch);
+    pthread_join(inf->th, NULL);
+    if (inf->o.resync > 0)
+        pthread_join(inf->resync_th, NULL);
+    inf->started = false;
+}
+
+void kube_informer_free(kube_informer *inf)
+{
+    if (!inf)
+        return;
+    kube_informer_stop(inf);
+    kube_watch_free(inf->watch);
+    lh_table_free(inf->cache);
+    for (int i = 0; i < inf->n_idx; i++) {
+        free(inf->idx[i].name);
+        lh_table_free(inf->idx[i].map);
+    }
+    free(inf->path);
+    free(inf->query);
+    free(inf->last_rv);
+    pthread_rwlock_destroy(&inf->lock);
+    pthread_mutex_destroy(&inf->mu);
+    pthread_cond_destroy(&inf->cv);
+    free(inf);
+}

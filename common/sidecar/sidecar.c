@@ -1,0 +1,355 @@
+/*
+ * The shared start-up of the sidecars: common flags with upstream's names
+ * and defaults, the driver connection, the API clients, metrics, the HTTP
+ * endpoint, leader election and signal handling. See sidecar.h.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sidecar/sidecar.h"
+
+struct sidecar {
+    sidecar_flags sf;
+    sidecar_opts o;
+    sigset_t signals;
+    obs_registry *metrics;
+    obs_metric *csi_seconds;
+    _Atomic(const char *) driver_label;
+    char *driver_name;
+    csi_conn *csi;
+    kube_config *cfg;
+    kube_client *kube;
+    kube_client *leader_kube;
+    kube_recorder *recorder;
+    obs_http *http;
+    kube_leader *leader;
+    void (*run)(void *ud);
+    void *run_ud;
+    pthread_t run_th;
+    atomic_bool running;
+};
+
+/* ---- flags ----------------------------------------------------------------------- */
+
+int sidecar_flags_add(util_flags *f, sidecar_flags *sf, unsigned which)
+{
+    memset(sf, 0, sizeof(*sf));
+    sf->csi_address = "/run/csi/socket";
+    sf->kube_api_qps = 5;
+    sf->kube_api_burst = 10;
+    sf->lease_duration = 15 * UTIL_SECOND;
+    sf->renew_deadline = 10 * UTIL_SECOND;
+    sf->retry_period = 5 * UTIL_SECOND;
+    sf->metrics_path = "/metrics";
+    int r = 0;
+    if (which & SIDECAR_FLAGS_CSI)
+        r |= util_flags_string(f, "csi-address", &sf->csi_address,
+                               "The gRPC endpoint for Target CSI Volume.");
+    if (which & SIDECAR_FLAGS_KUBE) {
+        r |= util_flags_string(f, "kubeconfig", &sf->kubeconfig,
+                               "Absolute path to the kubeconfig file. Required only when running "
+                               "out of cluster.");
+        r |= util_flags_double(f, "kube-api-qps", &sf->kube_api_qps,
+                               "QPS to use while communicating with the kubernetes apiserver.");
+        r |= util_flags_int(f, "kube-api-burst", &sf->kube_api_burst,
+                            "Burst to use while communicating with the kubernetes apiserver.");
+    }
+    if (which & SIDECAR_FLAGS_LEADER) {
+        r |= util_flags_bool(f, "leader-election", &sf->leader_election, "Enable leader election.");
+        r |= util_flags_string(f, "leader-election-namespace", &sf->leader_election_namespace,
+                               "Namespace where the leader election resource lives. Defaults to "
+                               "the pod namespace if not set.");
+        r |= util_flags_duration(f, "leader-election-lease-duration", &sf->lease_duration,
+                                 "Duration, in seconds, that non-leader candidates will wait to "
+                                 "force acquire leadership.");
+        r |= util_flags_duration(f, "leader-election-renew-deadline", &sf->renew_deadline,
+                                 "Duration, in seconds, that the acting leader will retry "
+                                 "refreshing leadership before giving up.");
+        r |= util_flags_duration(f, "leader-election-retry-period", &sf->retry_period,
+                                 "Duration, in seconds, the LeaderElector clients should wait "
+                                 "between tries of actions.");
+        r |= util_flags_string(f, "leader-election-labels", &sf->leader_election_labels,
+                               "List of labels to add to lease when given replica becomes leader. "
+                               "Formatted as a comma seperated list of key:value labels.");
+    }
+    if (which & SIDECAR_FLAGS_HTTP) {
+        r |= util_flags_string(f, "http-endpoint", &sf->http_endpoint,
+                               "The TCP network address where the HTTP server for diagnostics, "
+                               "including metrics and leader election health check, will listen "
+                               "(example: `:8080`). The default is empty string, which means the "
+                               "server is disabled.");
+        r |= util_flags_string(f, "metrics-address", &sf->metrics_address,
+                               "(deprecated) The TCP network address where the prometheus metrics "
+                               "endpoint will listen (example: `:8080`). The default is empty "
+                               "string, which means metrics endpoint is disabled. Only one of "
+                               "`--metrics-address` and `--http-endpoint` can be set.");
+        r |= util_flags_string(f, "metrics-path", &sf->metrics_path,
+                               "The HTTP path where prometheus metrics will be exposed. Default is "
+                               "`/metrics`.");
+    }
+    r |= util_flags_bool(f, "automaxprocs", &sf->automaxprocs,
+                         "Accepted for compatibility; no effect here (there is no Go runtime to "
+                         "size).");
+    r |= obs_log_add_flags(f);
+    return r ? -EINVAL : 0;
+}
+
+int sidecar_flags_check(const util_flags *f, const sidecar_flags *sf)
+{
+    (void)f;
+    int r = obs_log_apply();
+    if (r < 0)
+        return r;
+    if (sf->http_endpoint && *sf->http_endpoint && sf->metrics_address && *sf->metrics_address)
+        return util_err_set(-EINVAL,
+                            "only one of `--metrics-address` and `--http-endpoint` can be set.");
+    if (sf->leader_election) {
+        if (sf->lease_duration <= sf->renew_deadline)
+            return util_err_set(-EINVAL, "--leader-election-lease-duration must be greater than "
+                                         "--leader-election-renew-deadline");
+        /* client-go: renewDeadline > JitterFactor (1.2) * retryPeriod */
+        if ((double)sf->renew_deadline <= 1.2 * (double)sf->retry_period)
+            return util_err_set(-EINVAL, "--leader-election-renew-deadline must be greater than "
+                                         "1.2 x --leader-election-retry-period");
+    }
+    if (sf->kube_api_burst < 0)
+        return util_err_set(-EINVAL, "--kube-api-burst must not be negative");
+    return 0;
+}
+
+/* ---- CSI metrics ---------------------------------------------------------------------- */
+
+void sidecar_csi_hook(void *ud, const char *method, const char *code_name, util_duration took)
+{
+    sidecar *s = ud;
+    if (!s->csi_seconds)
+        return;
+    const char *driver = atomic_load(&s->driver_label);
+    const char *v[] = {driver ? driver : "unknown-driver", method, code_name};
+    obs_histogram_observe(s->csi_seconds, v, (double)took / (double)UTIL_SECOND);
+}
+
+/* ---- start ------------------------------------------------------------------------- */
+
+static void healthz_leader(void *ud, int *code, char **body, const char **ctype)
+{
+    sidecar *s = ud;
+    bool ok = kube_leader_healthy(s->leader, 20 * UTIL_SECOND);
+    *code = ok ? 200 : 500;
+    *body = util_strdup(ok ? "ok" : "leader election lease has not been renewed in time");
+    *ctype = "text/plain; charset=utf-8";
+}
+
+int sidecar_start(const sidecar_flags *sf, const sidecar_opts *opts, sidecar **out)
+{
+    *out = NULL;
+    sidecar *s = util_calloc(1, sizeof(*s));
+    s->sf = *sf;
+    s->o = *opts;
+    /* Before any thread exists, so every thread inherits the mask. */
+    sigemptyset(&s->signals);
+    sigaddset(&s->signals, SIGTERM);
+    sigaddset(&s->signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &s->signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    s->metrics = obs_registry_new();
+    static const char *const labels[] = {"driver_name", "method_name", "grpc_status_code", NULL};
+    static const double buckets[] = {.1, .25, .5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600};
+    s->csi_seconds = obs_histogram_new(s->metrics, "csi_sidecar_operations_seconds",
+                                       "Time spent in CSI operations, by driver, gRPC method and "
+                                       "result code, in seconds.",
+                                       labels, buckets, sizeof(buckets) / sizeof(buckets[0]));
+    int r = 0;
+    if (opts->which & SIDECAR_FLAGS_CSI) {
+        csi_conn_opts co = {.on_call = sidecar_csi_hook,
+                            .on_call_ud = s,
+                            .on_loss = opts->exit_on_csi_loss ? csi_loss_exit : NULL};
+        r = csi_conn_new(sf->csi_address, &co, &s->csi);
+        if (r < 0)
+            goto fail;
+        csi_status st;
+        if (opts->probe) {
+            r = csi_probe_until_ready(s->csi, opts->timeout, 0, &st);
+            if (r < 0) {
+                r = util_err_set(r, "error waiting for CSI driver to be ready: %s: %s",
+                                 csi_code_name(st.code), st.message);
+                goto fail;
+            }
+        }
+        Csi__V1__GetPluginInfoResponse *info = NULL;
+        r = csi_get_plugin_info(s->csi, opts->timeout, &info, &st);
+        if (r < 0) {
+            r = util_err_set(r, "error getting CSI driver name: %s: %s", csi_code_name(st.code),
+                             st.message);
+            goto fail;
+        }
+        s->driver_name = util_strdup(info->name);
+        csi__v1__get_plugin_info_response__free_unpacked(info, NULL);
+        atomic_store(&s->driver_label, s->driver_name);
+        obs_info("Detected CSI driver %s", s->driver_name);
+    }
+    if (opts->which & SIDECAR_FLAGS_KUBE) {
+        r = kube_config_load(sf->kubeconfig, sf->master, opts->kubeconfig_env, &s->cfg);
+        if (r < 0)
+            goto fail;
+        char *ua = util_asprintf("%s/%s", opts->component, opts->version);
+        kube_client_opts ko = {.qps = sf->kube_api_qps,
+                               .burst = sf->kube_api_burst,
+                               .user_agent = ua,
+                               .metrics = s->metrics};
+        r = kube_client_new(s->cfg, &ko, &s->kube);
+        if (r == 0 && sf->leader_election) {
+            /* Its own client: throttling elsewhere never starves the lease. */
+            kube_client_opts lo = {.qps = 5, .burst = 10, .user_agent = ua};
+            r = kube_client_new(s->cfg, &lo, &s->leader_kube);
+        }
+        free(ua);
+        if (r < 0)
+            goto fail;
+        char host[256] = "";
+        gethostname(host, sizeof(host) - 1);
+        s->recorder = kube_recorder_new(s->kube, opts->component, host);
+    }
+    const char *addr =
+        sf->http_endpoint && *sf->http_endpoint ? sf->http_endpoint : sf->metrics_address;
+    if ((opts->which & SIDECAR_FLAGS_HTTP) && addr && *addr) {
+        bool deprecated = !(sf->http_endpoint && *sf->http_endpoint);
+        r = obs_http_new(deprecated ? "metrics-address" : "http-endpoint", addr, s->metrics,
+                         sf->metrics_path, &s->http);
+        if (r < 0)
+            goto fail;
+        /* Upstream registers the lease check only with --http-endpoint. */
+        if (sf->leader_election && !deprecated)
+            obs_http_handle(s->http, "/healthz/leader-election", healthz_leader, s);
+    }
+    *out = s;
+    return 0;
+fail:
+    sidecar_free(s);
+    return r;
+}
+
+/* ---- serving ----------------------------------------------------------------------- */
+
+static void *run_main(void *arg)
+{
+    sidecar *s = arg;
+    s->run(s->run_ud);
+    return NULL;
+}
+
+static void start_run(sidecar *s)
+{
+    if (atomic_exchange(&s->running, true))
+        return;
+    if (pthread_create(&s->run_th, NULL, run_main, s) != 0)
+        obs_fatal_exit("cannot start the controllers' thread");
+}
+
+static void started_leading(void *ud)
+{
+    start_run(ud);
+}
+
+static void stopped_leading(void *ud)
+{
+    (void)ud;
+    obs_fatal_exit("Stopped leading");
+}
+
+int sidecar_http_handle(sidecar *s, const char *path, obs_http_fn fn, void *ud)
+{
+    if (!s->http)
+        return 0;
+    return obs_http_handle(s->http, path, fn, ud);
+}
+
+int sidecar_serve(sidecar *s, void (*run)(void *ud), void *ud)
+{
+    s->run = run;
+    s->run_ud = ud;
+    if (s->http) {
+        int r = obs_http_start(s->http);
+        if (r < 0)
+            return r;
+    }
+    if (!s->sf.leader_election) {
+        start_run(s);
+        return 0;
+    }
+    const char *lock = s->o.lock_name ? s->o.lock_name(s->o.ud, s->driver_name) : s->o.component;
+    kube_leader_opts lo = {.lock_name = lock,
+                           .ns = s->sf.leader_election_namespace,
+                           .lease_duration = s->sf.lease_duration,
+                           .renew_deadline = s->sf.renew_deadline,
+                           .retry_period = s->sf.retry_period,
+                           .labels = s->sf.leader_election_labels,
+                           .metrics = s->metrics,
+                           .events = s->recorder,
+                           .on_started_leading = started_leading,
+                           .on_stopped_leading = stopped_leading,
+                           .ud = s};
+    return kube_leader_start(s->leader_kube, &lo, &s->leader);
+}
+
+void sidecar_wait(sidecar *s)
+{
+    int sig = 0;
+    sigwait(&s->signals, &sig);
+    obs_info("received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+csi_conn *sidecar_csi(sidecar *s)
+{
+    return s->csi;
+}
+
+const char *sidecar_driver_name(sidecar *s)
+{
+    return s->driver_name;
+}
+
+kube_client *sidecar_kube(sidecar *s)
+{
+    return s->kube;
+}
+
+kube_config *sidecar_kube_config(sidecar *s)
+{
+    return s->cfg;
+}
+
+obs_registry *sidecar_metrics(sidecar *s)
+{
+    return s->metrics;
+}
+
+kube_recorder *sidecar_recorder(sidecar *s)
+{
+    return s->recorder;
+}
+
+void sidecar_free(sidecar *s)
+{
+    if (!s)
+        return;
+    if (atomic_load(&s->running))
+        pthread_join(s->run_th, NULL);
+    kube_leader_stop(s->leader);
+    obs_http_free(s->http);
+    kube_recorder_free(s->recorder, 2 * UTIL_SECOND);
+    kube_client_free(s->leader_kube);
+    kube_client_free(s->kube);
+    kube_config_free(s->cfg);
+    csi_conn_free(s->csi);
+    obs_registry_free(s->metrics);
+    free(s->driver_name);
+    free(s);
+}
