@@ -77,11 +77,11 @@ const char *kube_config_server(const kube_config *c); /* "https://host:port" */
 const char *kube_config_namespace(const kube_config *c);
 
 typedef struct kube_tls {
-    bool insecure;          /* insecure-skip-tls-verify */
+    bool insecure;           /* insecure-skip-tls-verify */
     const char *server_name; /* tls-server-name or NULL */
-    const char *ca_file;    /* NULL or a path */
-    const char *ca_pem;     /* NULL or PEM text (certificate-authority-data) */
-    const char *cert_file;  /* client certificate */
+    const char *ca_file;     /* NULL or a path */
+    const char *ca_pem;      /* NULL or PEM text (certificate-authority-data) */
+    const char *cert_file;   /* client certificate */
     const char *cert_pem;
     const char *key_file;
     const char *key_pem;
@@ -101,12 +101,12 @@ int kube_config_token(kube_config *c, char **token);
 typedef struct kube_client kube_client;
 
 typedef struct kube_client_opts {
-    double qps;            /* <= 0: no client-side limit */
-    int burst;             /* bucket size; < 1 means 1 */
+    double qps;             /* <= 0: no client-side limit */
+    int burst;              /* bucket size; < 1 means 1 */
     const char *user_agent; /* "<binary>/<version>" */
-    util_duration timeout; /* per request; 0: 30 s (watches have none) */
-    int max_retries;       /* for 429/5xx and transport errors; < 0: 0; 0: 10 */
-    obs_registry *metrics; /* may be NULL */
+    util_duration timeout;  /* per request; 0: 30 s (watches have none) */
+    int max_retries;        /* for 429/5xx and transport errors; < 0: 0; 0: 10 */
+    obs_registry *metrics;  /* may be NULL */
 } kube_client_opts;
 
 /* `cfg` is borrowed and must outlive the client. */

@@ -24,10 +24,10 @@
 typedef struct wq wq;
 
 typedef struct wq_opts {
-    const char *name;          /* metric label; "" allowed */
-    util_duration base_delay;  /* first retry delay; 0: 5 ms (client-go default) */
-    util_duration max_delay;   /* backoff cap; 0: 1000 s (client-go default) */
-    obs_registry *metrics;     /* may be NULL: no metrics */
+    const char *name;         /* metric label; "" allowed */
+    util_duration base_delay; /* first retry delay; 0: 5 ms (client-go default) */
+    util_duration max_delay;  /* backoff cap; 0: 1000 s (client-go default) */
+    obs_registry *metrics;    /* may be NULL: no metrics */
 } wq_opts;
 
 wq *wq_new(const wq_opts *opts);
