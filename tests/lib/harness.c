@@ -135,3 +135,49 @@ bool th_wait_until(bool (*cond)(void *), void *ud, util_duration timeout)
         util_sleep(20 * UTIL_MS);
     }
 }
+
+pid_t th_kube_lite(char *const args[], char **url, char **kubeconfig)
+{
+    static int seq;
+    const char *dir = th_tmpdir();
+    char *bin = th_build_path("bin/kube-lite");
+    int n = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
+    char *out = util_asprintf("%s/kube-lite-%d.out", dir, n);
+    *kubeconfig = util_asprintf("%s/kube-lite-%d.kubeconfig", dir, n);
+    *url = NULL;
+    /* A shell redirects stdout to a file we can read the ready line from. */
+    char *cmd = util_asprintf("exec '%s' --listen 127.0.0.1:0 --write-kubeconfig '%s'", bin,
+                              *kubeconfig);
+    for (size_t i = 0; args && args[i]; i++) {
+        char *next = util_asprintf("%s '%s'", cmd, args[i]);
+        free(cmd);
+        cmd = next;
+    }
+    char *full = util_asprintf("%s > '%s'", cmd, out);
+    free(cmd);
+    char *argv[] = {"/bin/sh", "-c", full, NULL};
+    pid_t pid = th_spawn(argv, NULL);
+    free(full);
+    free(bin);
+    for (int i = 0; pid > 0 && i < 500 && !*url; i++) {
+        FILE *f = fopen(out, "r");
+        char line[256] = "";
+        if (f) {
+            if (fgets(line, sizeof(line), f) && strncmp(line, "kube-lite: serving on ", 22) == 0) {
+                line[strcspn(line, "\n")] = '\0';
+                *url = util_strdup(line + 22);
+            }
+            fclose(f);
+        }
+        if (!*url)
+            util_sleep(10 * UTIL_MS);
+    }
+    free(out);
+    if (!*url) {
+        th_stop(pid, SIGKILL);
+        free(*kubeconfig);
+        *kubeconfig = NULL;
+        return -1;
+    }
+    return pid;
+}

@@ -25,4 +25,12 @@ char *th_build_path(const char *rel);
 /* Polls `cond` every 20 ms until true or `timeout` passes. */
 bool th_wait_until(bool (*cond)(void *), void *ud, util_duration timeout);
 
+/*
+ * Starts build/bin/kube-lite on 127.0.0.1 with a free port and `args`
+ * (NULL-ended, may be NULL) and waits for its ready line. *url gets
+ * "http(s)://127.0.0.1:PORT", *kubeconfig the path of the kubeconfig it
+ * wrote (both malloc'ed). Returns the pid, or -1.
+ */
+pid_t th_kube_lite(char *const args[], char **url, char **kubeconfig);
+
 #endif
