@@ -16,7 +16,7 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS)) -lpthread
 WARN    := -Wall -Wextra -Wshadow -Wformat=2 -Werror
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -D_GNU_SOURCE $(WARN) -fno-strict-aliasing -MMD -MP
-CPPFLAGS += -Icommon -Itests/lib -Ihack -I$(B)/gen -DSIDECAR_VERSION='"$(VERSION)"'
+CPPFLAGS += -I. -Icommon -Itests/lib -Ihack -I$(B)/gen -DSIDECAR_VERSION='"$(VERSION)"'
 LDFLAGS ?=
 
 # V=1 shows the full commands.
@@ -83,7 +83,8 @@ APP_DIRS  := $(foreach d,provisioner attacher registrar hack/example-driver hack
 bin_name   = $(if $(filter hack/example-driver,$(1)),example-csi-driver,$(if $(filter hack/%,$(1)),$(notdir $(1)),csi-$(notdir $(1))))
 app_main   = $(shell grep -l '^int main' $(1)/*.c 2>/dev/null)
 app_lib    = $(B)/lib/lib$(notdir $(1)).a
-BINS      := $(foreach d,$(APP_DIRS),$(B)/bin/$(call bin_name,$(d)))
+# A folder gets a binary only once one of its files has main().
+BINS      := $(foreach d,$(APP_DIRS),$(if $(call app_main,$(d)),$(B)/bin/$(call bin_name,$(d))))
 APP_LIBS  := $(foreach d,$(APP_DIRS),$(call app_lib,$(d)))
 
 define APP_RULE
@@ -92,10 +93,12 @@ $(call app_lib,$(1)): $(patsubst %.c,$(B)/obj/%.o,$(filter-out $(call app_main,$
 	$$(call say,AR,$$@)
 	$$(Q)rm -f $$@ && ar rcs $$@ $$^
 
+ifneq ($(call app_main,$(1)),)
 $(B)/bin/$(call bin_name,$(1)): $(patsubst %.c,$(B)/obj/%.o,$(call app_main,$(1))) $(call app_lib,$(1)) $(LIB)
 	@mkdir -p $$(@D)
 	$$(call say,LD,$$@)
 	$$(Q)$$(CC) $$(LDFLAGS) $$^ $$(PKG_LIBS) -o $$@
+endif
 endef
 $(foreach d,$(APP_DIRS),$(eval $(call APP_RULE,$(d))))
 
@@ -152,10 +155,10 @@ LINT_SRCS     = $(filter %.c,$(FORMAT_FILES))
 lint: $(GEN_H)
 	$(Q)clang-format --dry-run -Werror $(FORMAT_FILES)
 	$(Q)cppcheck -q --error-exitcode=1 --enable=warning,performance,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D__GNUC__ -Icommon -Itests/lib -Ihack $(LINT_SRCS)
+		--suppress=missingIncludeSystem -D__GNUC__ -I. -Icommon -Itests/lib -Ihack $(LINT_SRCS)
 	@mkdir -p $(B)
 	$(Q)printf '%s\n' $(LINT_SRCS) | xargs -P2 -n4 sh -c 'clang-tidy --quiet "$$@" -- \
-		-Icommon -Itests/lib -Ihack -I$(B)/gen -std=gnu11 -D_GNU_SOURCE $(PKG_CFLAGS)' clang-tidy 2>&1 | \
+		-I. -Icommon -Itests/lib -Ihack -I$(B)/gen -std=gnu11 -D_GNU_SOURCE $(PKG_CFLAGS)' clang-tidy 2>&1 | \
 		{ grep -E -A3 'error:|warning:' || true; } | tee $(B)/lint.log
 	@test ! -s $(B)/lint.log
 	@echo "lint: clean"
