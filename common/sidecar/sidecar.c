@@ -264,6 +264,11 @@ static void stopped_leading(void *ud)
     obs_fatal_exit("Stopped leading");
 }
 
+int sidecar_http_port(sidecar *s)
+{
+    return s->http ? obs_http_port(s->http) : 0;
+}
+
 int sidecar_http_handle(sidecar *s, const char *path, obs_http_fn fn, void *ud)
 {
     if (!s->http)

@@ -85,6 +85,8 @@ kube_config *sidecar_kube_config(sidecar *s);
 obs_registry *sidecar_metrics(sidecar *s);
 kube_recorder *sidecar_recorder(sidecar *s);
 
+/* The HTTP endpoint's port (0 without one); useful with port 0. */
+int sidecar_http_port(sidecar *s);
 /* Adds an HTTP path (before sidecar_serve). */
 int sidecar_http_handle(sidecar *s, const char *path, obs_http_fn fn, void *ud);
 /*
