@@ -55,6 +55,8 @@ struct collector {
 
 struct obs_registry {
     pthread_mutex_t mu;
+    /* Held while collectors run, so removing one waits for a render in flight. */
+    pthread_mutex_t collect_mu;
     obs_metric **fams; /* sorted by name */
     size_t n_fams, cap_fams;
     struct collector *coll;
@@ -572,6 +574,7 @@ obs_registry *obs_registry_new(void)
 {
     obs_registry *r = util_calloc(1, sizeof(*r));
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->collect_mu, NULL);
     return r;
 }
 
@@ -604,6 +607,7 @@ void obs_registry_free(obs_registry *r)
         metric_free(r->fams[i]);
     free(r->fams);
     free(r->coll);
+    pthread_mutex_destroy(&r->collect_mu);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
@@ -619,6 +623,23 @@ void obs_registry_on_render(obs_registry *r, void (*fn)(void *ud), void *ud)
     }
     r->coll[r->n_coll++] = (struct collector){fn, ud};
     pthread_mutex_unlock(&r->mu);
+}
+
+void obs_registry_off_render(obs_registry *r, void (*fn)(void *ud), void *ud)
+{
+    if (r == NULL)
+        return;
+    pthread_mutex_lock(&r->collect_mu);
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->n_coll; i++) {
+        if (r->coll[i].fn == fn && r->coll[i].ud == ud) {
+            memmove(&r->coll[i], &r->coll[i + 1], (r->n_coll - i - 1) * sizeof(*r->coll));
+            r->n_coll--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->collect_mu);
 }
 
 /* client_golang's order: label values compared in label-name order. */
@@ -712,6 +733,7 @@ char *obs_registry_render(obs_registry *r, size_t *len)
     }
     /* Collectors set gauges, which takes the lock: run them without it, on
      * a copy so that one registering another cannot invalidate the loop. */
+    pthread_mutex_lock(&r->collect_mu);
     pthread_mutex_lock(&r->mu);
     size_t n = r->n_coll;
     struct collector *coll = util_calloc(n, sizeof(*coll));
@@ -720,6 +742,7 @@ char *obs_registry_render(obs_registry *r, size_t *len)
     pthread_mutex_unlock(&r->mu);
     for (size_t i = 0; i < n; i++)
         coll[i].fn(coll[i].ud);
+    pthread_mutex_unlock(&r->collect_mu);
     free(coll);
 
     pthread_mutex_lock(&r->mu);

@@ -83,6 +83,8 @@ double obs_metric_value(obs_metric *m, const char *const *values);
  * (queue depth, unfinished work) are fresh.
  */
 void obs_registry_on_render(obs_registry *r, void (*fn)(void *ud), void *ud);
+/* Removes a collector; returns once no render is running it. */
+void obs_registry_off_render(obs_registry *r, void (*fn)(void *ud), void *ud);
 /* Prometheus text; malloc'ed, *len set. */
 char *obs_registry_render(obs_registry *r, size_t *len);
 

@@ -31,7 +31,8 @@ typedef struct wq_opts {
 } wq_opts;
 
 wq *wq_new(const wq_opts *opts);
-/* Shuts down (if not yet) and frees; no worker may still be inside wq_get. */
+/* Shuts down (if not yet) and frees; no worker may still be inside wq_get.
+ * The metrics registry, if any, must outlive the queue. */
 void wq_free(wq *q);
 
 /* Queues `key` unless it is already waiting (ignored after shutdown). */

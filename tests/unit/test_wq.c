@@ -1,0 +1,720 @@
+/*
+ * Unit tests for common/wq against client-go's workqueue semantics: dedup of
+ * waiting keys, one worker per key at a time with re-adds run after wq_done,
+ * per-key exponential backoff, delayed adds, both shutdown modes and the
+ * workqueue_* metrics. Timing checks assert ordering and lower bounds only,
+ * so a loaded machine can make them slow but never make them fail.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "obs/obs.h"
+#include "wq/wq.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static wq *new_queue(const char *name, util_duration base, util_duration max, obs_registry *r)
+{
+    wq_opts o = {.name = name, .base_delay = base, .max_delay = max, .metrics = r};
+    wq *q = wq_new(&o);
+    assert_non_null(q);
+    return q;
+}
+
+/* Takes the next key, checks it is `want`, marks it done. */
+static void expect_next(wq *q, const char *want)
+{
+    char *k = NULL;
+    assert_int_equal(wq_get(q, &k), 0);
+    assert_non_null(k);
+    assert_string_equal(k, want);
+    wq_done(q, k);
+    free(k);
+}
+
+static char *get_key(wq *q)
+{
+    char *k = NULL;
+    assert_int_equal(wq_get(q, &k), 0);
+    assert_non_null(k);
+    return k;
+}
+
+static void expect_shutdown(wq *q)
+{
+    char *k = (char *)"unset";
+    assert_int_equal(wq_get(q, &k), -ESHUTDOWN);
+    assert_null(k);
+}
+
+/* A wq_get on another thread, to see whether (and what) it returns. */
+typedef struct getter {
+    pthread_t t;
+    wq *q;
+    atomic_bool returned;
+    int rc;
+    char *key;
+} getter;
+
+static void *getter_main(void *arg)
+{
+    getter *g = arg;
+    g->rc = wq_get(g->q, &g->key);
+    atomic_store(&g->returned, true);
+    return NULL;
+}
+
+static void getter_start(getter *g, wq *q)
+{
+    memset(g, 0, sizeof(*g));
+    g->q = q;
+    assert_int_equal(pthread_create(&g->t, NULL, getter_main, g), 0);
+}
+
+/* True once the getter returned; the generous limit only bounds a failing run. */
+static bool getter_wait(getter *g)
+{
+    util_duration t0 = util_now_mono();
+    while (!atomic_load(&g->returned) && util_now_mono() - t0 < 30 * UTIL_SECOND)
+        util_sleep(5 * UTIL_MS);
+    return atomic_load(&g->returned);
+}
+
+static util_duration since(util_duration t0)
+{
+    return util_now_mono() - t0;
+}
+
+/* ---- dedup and processing ----------------------------------------------- */
+
+static void test_free_null(void **state)
+{
+    (void)state;
+    wq_free(NULL);
+    wq *q = wq_new(NULL); /* all defaults */
+    assert_non_null(q);
+    assert_int_equal(wq_backoff(q, "k"), 5 * UTIL_MS);
+    wq_free(q);
+}
+
+static void test_dedup_waiting(void **state)
+{
+    (void)state;
+    wq *q = new_queue("dedup", 0, 0, NULL);
+
+    wq_add(q, "a");
+    wq_add(q, "b");
+    wq_add(q, "a");
+    wq_add(q, "b");
+    assert_int_equal(wq_len(q), 2);
+    expect_next(q, "a");
+    expect_next(q, "b");
+    assert_int_equal(wq_len(q), 0);
+
+    /* Once handed out and done, the key can be queued again. */
+    wq_add(q, "a");
+    assert_int_equal(wq_len(q), 1);
+    expect_next(q, "a");
+    wq_free(q);
+}
+
+static void test_readd_while_processing(void **state)
+{
+    (void)state;
+    wq *q = new_queue("readd", 0, 0, NULL);
+
+    wq_add(q, "a");
+    char *k = get_key(q);
+    assert_string_equal(k, "a");
+
+    /* Re-adds wait behind the worker: not queued, and collapsed into one. */
+    wq_add(q, "a");
+    wq_add(q, "a");
+    assert_int_equal(wq_len(q), 0);
+
+    /* A second worker must not get "a" while the first still holds it. */
+    getter g;
+    getter_start(&g, q);
+    util_sleep(50 * UTIL_MS);
+    assert_false(atomic_load(&g.returned));
+
+    wq_done(q, k);
+    free(k);
+    if (!getter_wait(&g)) {
+        wq_shutdown(q, false); /* release the getter before failing */
+        pthread_join(g.t, NULL);
+        fail_msg("the re-added key was not handed out after wq_done");
+    }
+    pthread_join(g.t, NULL);
+    assert_int_equal(g.rc, 0);
+    assert_string_equal(g.key, "a");
+    assert_int_equal(wq_len(q), 0);
+    wq_done(q, g.key);
+    free(g.key);
+
+    /* Exactly once more: nothing is left. */
+    assert_int_equal(wq_len(q), 0);
+    wq_add(q, "b");
+    expect_next(q, "b");
+
+    /* wq_done of a key that is not being processed changes nothing. */
+    wq_done(q, "nope");
+    assert_int_equal(wq_len(q), 0);
+    wq_free(q);
+}
+
+/* ---- many adders, many workers -------------------------------------------- */
+
+#define H_KEYS    50
+#define H_ADDERS  16
+#define H_WORKERS 8
+#define H_ADDS    2000
+
+typedef struct hammer {
+    wq *q;
+    atomic_long clock; /* logical time: one tick per add and per processing start */
+    atomic_long last_add[H_KEYS];
+    atomic_long last_start[H_KEYS];
+    atomic_int active[H_KEYS];
+    atomic_int overlaps;
+    atomic_long processed;
+    atomic_int seed;
+} hammer;
+
+static void store_max(atomic_long *dst, long v)
+{
+    long cur = atomic_load(dst);
+    while (cur < v && !atomic_compare_exchange_weak(dst, &cur, v))
+        ;
+}
+
+static void *adder_main(void *arg)
+{
+    hammer *h = arg;
+    unsigned seed = (unsigned)atomic_fetch_add(&h->seed, 1) * 2654435761U + 1;
+
+    for (int i = 0; i < H_ADDS; i++) {
+        int k = (int)(rand_r(&seed) % H_KEYS);
+        char key[16];
+        snprintf(key, sizeof(key), "ns/k%d", k);
+        /* Tick before the add: a processing start ticked later began after it. */
+        store_max(&h->last_add[k], atomic_fetch_add(&h->clock, 1) + 1);
+        wq_add(h->q, key);
+        if (i % 64 == 0)
+            sched_yield();
+    }
+    return NULL;
+}
+
+static void *worker_main(void *arg)
+{
+    hammer *h = arg;
+    char *key;
+
+    while (wq_get(h->q, &key) == 0) {
+        int k = atoi(key + strlen("ns/k"));
+        store_max(&h->last_start[k], atomic_fetch_add(&h->clock, 1) + 1);
+        if (atomic_fetch_add(&h->active[k], 1) != 0)
+            atomic_fetch_add(&h->overlaps, 1);
+        /* Stay busy a little so re-adds land while the key is processed. */
+        for (int i = 0; i < 3; i++)
+            sched_yield();
+        atomic_fetch_sub(&h->active[k], 1);
+        atomic_fetch_add(&h->processed, 1);
+        wq_done(h->q, key);
+        free(key);
+    }
+    return NULL;
+}
+
+static void test_concurrent_adds_and_workers(void **state)
+{
+    (void)state;
+    obs_registry *r = obs_registry_new();
+    hammer *h = calloc(1, sizeof(*h));
+    assert_non_null(h);
+    h->q = new_queue("hammer", 0, 0, r);
+
+    pthread_t adders[H_ADDERS], workers[H_WORKERS];
+    for (int i = 0; i < H_WORKERS; i++)
+        assert_int_equal(pthread_create(&workers[i], NULL, worker_main, h), 0);
+    for (int i = 0; i < H_ADDERS; i++)
+        assert_int_equal(pthread_create(&adders[i], NULL, adder_main, h), 0);
+    for (int i = 0; i < H_ADDERS; i++)
+        pthread_join(adders[i], NULL);
+    /* Drain: workers finish everything added (and re-added) so far. */
+    wq_shutdown(h->q, true);
+    for (int i = 0; i < H_WORKERS; i++)
+        pthread_join(workers[i], NULL);
+
+    assert_int_equal(atomic_load(&h->overlaps), 0);
+    for (int k = 0; k < H_KEYS; k++) {
+        long added = atomic_load(&h->last_add[k]);
+        long started = atomic_load(&h->last_start[k]);
+        if (added != 0 && started <= added)
+            fail_msg("key ns/k%d: last add at tick %ld, last processing started at %ld", k, added,
+                     started);
+    }
+    long processed = atomic_load(&h->processed);
+    assert_true(processed >= H_KEYS);
+    assert_true(processed <= (long)H_ADDERS * H_ADDS);
+    assert_int_equal(wq_len(h->q), 0);
+
+    /* Every counted add is handed out exactly once; nothing is left. */
+    const char *const labels[] = {"name", NULL};
+    const char *const v[] = {"hammer"};
+    obs_metric *adds = obs_counter_new(r, "workqueue_adds_total", "", labels);
+    obs_metric *depth = obs_gauge_new(r, "workqueue_depth", "", labels);
+    assert_non_null(adds);
+    assert_non_null(depth);
+    assert_true(obs_metric_value(adds, v) == (double)processed);
+    assert_true(obs_metric_value(depth, v) == 0);
+
+    wq_free(h->q);
+    obs_registry_free(r);
+    free(h);
+}
+
+/* ---- backoff -------------------------------------------------------------- */
+
+static void test_backoff_growth_and_cap(void **state)
+{
+    (void)state;
+    wq *q = new_queue("backoff", 0, 0, NULL);
+
+    /* client-go defaults: 5 ms doubling, capped at 1000 s (reached at 2^18). */
+    util_duration want = 5 * UTIL_MS;
+    for (int i = 0; i < 30; i++) {
+        assert_int_equal(wq_num_requeues(q, "k"), i);
+        assert_int_equal(wq_backoff(q, "k"), want);
+        assert_int_equal(wq_backoff(q, "k"), want); /* no side effect */
+        wq_add_rate_limited(q, "k");
+        want = want * 2 < 1000 * UTIL_SECOND ? want * 2 : 1000 * UTIL_SECOND;
+    }
+    assert_int_equal(wq_backoff(q, "k"), 1000 * UTIL_SECOND);
+    /* Far past the point where base << n overflows int64. */
+    for (int i = 0; i < 100; i++)
+        wq_add_rate_limited(q, "k");
+    assert_int_equal(wq_num_requeues(q, "k"), 130);
+    assert_int_equal(wq_backoff(q, "k"), 1000 * UTIL_SECOND);
+    /* Other keys are independent. */
+    assert_int_equal(wq_backoff(q, "other"), 5 * UTIL_MS);
+    assert_int_equal(wq_num_requeues(q, "other"), 0);
+    wq_free(q);
+
+    q = new_queue("backoff-custom", UTIL_MS, 8 * UTIL_MS, NULL);
+    const util_duration seq[] = {1 * UTIL_MS, 2 * UTIL_MS, 4 * UTIL_MS, 8 * UTIL_MS, 8 * UTIL_MS};
+    for (size_t i = 0; i < sizeof(seq) / sizeof(seq[0]); i++) {
+        assert_int_equal(wq_backoff(q, "k"), seq[i]);
+        wq_add_rate_limited(q, "k");
+    }
+    wq_free(q);
+}
+
+static void test_backoff_delays_the_key(void **state)
+{
+    (void)state;
+    wq *q = new_queue("backoff-time", 20 * UTIL_MS, 0, NULL);
+
+    for (int i = 0; i < 3; i++) {
+        util_duration want = (20 * UTIL_MS) << i;
+        util_duration t0 = util_now_mono();
+        wq_add_rate_limited(q, "k");
+        char *k = get_key(q);
+        util_duration took = since(t0);
+        assert_string_equal(k, "k");
+        if (took < want)
+            fail_msg("failure %d: key back after %lld ns, backoff is %lld ns", i + 1,
+                     (long long)took, (long long)want);
+        wq_done(q, k);
+        free(k);
+    }
+    assert_int_equal(wq_num_requeues(q, "k"), 3);
+
+    /* A long backoff keeps the key out of the waiting keys. */
+    wq_free(q);
+    q = new_queue("backoff-long", 10 * UTIL_SECOND, 0, NULL);
+    wq_add_rate_limited(q, "slow");
+    assert_int_equal(wq_len(q), 0);
+    wq_free(q);
+}
+
+static void test_forget_resets(void **state)
+{
+    (void)state;
+    wq *q = new_queue("forget", UTIL_SECOND, 0, NULL);
+
+    for (int i = 0; i < 3; i++)
+        wq_add_rate_limited(q, "k");
+    assert_int_equal(wq_num_requeues(q, "k"), 3);
+    assert_int_equal(wq_backoff(q, "k"), 8 * UTIL_SECOND);
+
+    wq_forget(q, "k");
+    assert_int_equal(wq_num_requeues(q, "k"), 0);
+    assert_int_equal(wq_backoff(q, "k"), UTIL_SECOND);
+    wq_add_rate_limited(q, "k");
+    assert_int_equal(wq_num_requeues(q, "k"), 1);
+    assert_int_equal(wq_backoff(q, "k"), 2 * UTIL_SECOND);
+
+    /* Forgetting an unknown key is harmless. */
+    wq_forget(q, "never-seen");
+    assert_int_equal(wq_num_requeues(q, "never-seen"), 0);
+    wq_free(q);
+}
+
+/* ---- delayed adds ----------------------------------------------------------- */
+
+static void test_add_after_order(void **state)
+{
+    (void)state;
+    wq *q = new_queue("after", 0, 0, NULL);
+
+    util_duration t0 = util_now_mono();
+    wq_add_after(q, "late", 300 * UTIL_MS);
+    wq_add_after(q, "early", 100 * UTIL_MS);
+
+    char *k = get_key(q);
+    util_duration t1 = since(t0);
+    assert_string_equal(k, "early");
+    assert_true(t1 >= 100 * UTIL_MS);
+    wq_done(q, k);
+    free(k);
+
+    k = get_key(q);
+    assert_string_equal(k, "late");
+    assert_true(since(t0) >= 300 * UTIL_MS);
+    wq_done(q, k);
+    free(k);
+
+    /* Zero or negative delay: queued at once. */
+    wq_add_after(q, "now", 0);
+    wq_add_after(q, "past", -UTIL_SECOND);
+    assert_int_equal(wq_len(q), 2);
+    expect_next(q, "now");
+    expect_next(q, "past");
+
+    /* Delayed keys are not waiting keys. */
+    wq_add_after(q, "far", 10 * UTIL_SECOND);
+    assert_int_equal(wq_len(q), 0);
+    wq_free(q);
+}
+
+static void test_add_after_same_key_earliest_wins(void **state)
+{
+    (void)state;
+    wq *q = new_queue("after-dedup", 0, 0, NULL);
+
+    util_duration t0 = util_now_mono();
+    wq_add_after(q, "k", 300 * UTIL_MS);
+    wq_add_after(q, "other", 150 * UTIL_MS);
+    wq_add_after(q, "k", 50 * UTIL_MS);  /* earlier: replaces the 300 ms deadline */
+    wq_add_after(q, "k", 200 * UTIL_MS); /* later than pending: ignored */
+    expect_next(q, "k");
+    assert_true(since(t0) >= 50 * UTIL_MS);
+    expect_next(q, "other");
+    assert_true(since(t0) >= 150 * UTIL_MS);
+
+    /* One delayed entry per key: nothing comes back at 200 or 300 ms. */
+    util_sleep(450 * UTIL_MS);
+    assert_int_equal(wq_len(q), 0);
+    wq_free(q);
+}
+
+/* ---- shutdown --------------------------------------------------------------- */
+
+static void test_shutdown_wakes_getters(void **state)
+{
+    (void)state;
+    for (int drain = 0; drain <= 1; drain++) {
+        wq *q = new_queue("wake", 0, 0, NULL);
+        getter g[3];
+        for (int i = 0; i < 3; i++)
+            getter_start(&g[i], q);
+        util_sleep(30 * UTIL_MS);
+        assert_false(wq_shutting_down(q));
+        wq_shutdown(q, drain != 0);
+        assert_true(wq_shutting_down(q));
+        for (int i = 0; i < 3; i++) {
+            pthread_join(g[i].t, NULL);
+            assert_int_equal(g[i].rc, -ESHUTDOWN);
+            assert_null(g[i].key);
+        }
+        expect_shutdown(q);
+        wq_free(q);
+    }
+}
+
+static void test_shutdown_without_drain(void **state)
+{
+    (void)state;
+    wq *q = new_queue("nodrain", 0, 0, NULL);
+
+    wq_add(q, "a");
+    wq_add(q, "b");
+    wq_add(q, "c");
+    char *k = get_key(q);
+    assert_string_equal(k, "a");
+    wq_add(q, "a"); /* pending re-add behind the worker */
+    wq_add_after(q, "later", 20 * UTIL_MS);
+    assert_int_equal(wq_len(q), 2);
+
+    wq_shutdown(q, false);
+    assert_int_equal(wq_len(q), 0);
+    expect_shutdown(q);
+
+    /* The worker finishes; its pending re-add was dropped too. */
+    wq_done(q, k);
+    free(k);
+    assert_int_equal(wq_len(q), 0);
+    expect_shutdown(q);
+
+    /* Nothing is accepted any more, delayed or not. */
+    wq_add(q, "d");
+    wq_add_after(q, "e", 0);
+    wq_add_rate_limited(q, "f");
+    assert_int_equal(wq_len(q), 0);
+    util_sleep(60 * UTIL_MS); /* "later" would be due by now */
+    assert_int_equal(wq_len(q), 0);
+    expect_shutdown(q);
+    wq_free(q);
+}
+
+static void test_shutdown_with_drain(void **state)
+{
+    (void)state;
+    wq *q = new_queue("drain", 0, 0, NULL);
+
+    wq_add(q, "a");
+    wq_add(q, "b");
+    wq_add(q, "c");
+    char *a = get_key(q);
+    assert_string_equal(a, "a");
+    wq_add(q, "a");
+    wq_add_after(q, "later", 20 * UTIL_MS);
+
+    wq_shutdown(q, true);
+    assert_true(wq_shutting_down(q));
+    wq_add(q, "d"); /* ignored */
+    assert_int_equal(wq_len(q), 2);
+    expect_next(q, "b");
+    expect_next(q, "c");
+    /* Empty while "a" is still processed: getters are told to stop. */
+    expect_shutdown(q);
+
+    /* The re-add accepted before shutdown still runs after wq_done. */
+    wq_done(q, a);
+    free(a);
+    assert_int_equal(wq_len(q), 1);
+    expect_next(q, "a");
+    expect_shutdown(q);
+
+    /* Delayed keys were dropped. */
+    util_sleep(60 * UTIL_MS);
+    assert_int_equal(wq_len(q), 0);
+    expect_shutdown(q);
+    wq_free(q);
+
+    /* A later shutdown without drain drops what a drain left waiting. */
+    q = new_queue("drain-then-drop", 0, 0, NULL);
+    wq_add(q, "x");
+    wq_shutdown(q, true);
+    assert_int_equal(wq_len(q), 1);
+    wq_shutdown(q, false);
+    assert_int_equal(wq_len(q), 0);
+    expect_shutdown(q);
+    wq_free(q);
+
+    /* Freeing with keys still waiting, delayed and processing is clean. */
+    q = new_queue("free-busy", 0, 0, NULL);
+    wq_add(q, "x");
+    wq_add(q, "y");
+    wq_add_after(q, "z", 10 * UTIL_SECOND);
+    wq_add_after(q, "never", INT64_MAX); /* no overflow of the deadline */
+    wq_add_rate_limited(q, "w");
+    char *x = get_key(q);
+    wq_free(q);
+    free(x);
+}
+
+static void test_len(void **state)
+{
+    (void)state;
+    wq *q = new_queue("len", 0, 0, NULL);
+
+    assert_int_equal(wq_len(q), 0);
+    wq_add(q, "a");
+    wq_add(q, "b");
+    wq_add(q, "c");
+    assert_int_equal(wq_len(q), 3);
+    char *k = get_key(q);
+    assert_int_equal(wq_len(q), 2);
+    wq_add(q, k); /* pending behind the worker: not waiting yet */
+    wq_add_after(q, "d", 10 * UTIL_SECOND);
+    assert_int_equal(wq_len(q), 2);
+    wq_done(q, k);
+    free(k);
+    assert_int_equal(wq_len(q), 3);
+    wq_free(q);
+}
+
+/* ---- metrics ------------------------------------------------------------------ */
+
+/* Value of the sample `series` (e.g. `x_count{name="m"}`) in the rendered text. */
+static double sample(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p) {
+        if (strncmp(p, series, n) == 0 && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    }
+    fail_msg("no sample %s in:\n%s", series, text);
+    return -1;
+}
+
+static char *render(obs_registry *r)
+{
+    size_t len = 0;
+    char *text = obs_registry_render(r, &len);
+    assert_non_null(text);
+    assert_int_equal(strlen(text), len);
+    return text;
+}
+
+static void test_metrics(void **state)
+{
+    (void)state;
+    obs_registry *r = obs_registry_new();
+    wq *q = new_queue("m", 0, 0, r);
+    wq *other = new_queue("other", 0, 0, r);
+
+    const char *const labels[] = {"name", NULL};
+    const char *const v[] = {"m"};
+    const char *const vo[] = {"other"};
+    obs_metric *adds = obs_counter_new(r, "workqueue_adds_total", "", labels);
+    obs_metric *retries = obs_counter_new(r, "workqueue_retries_total", "", labels);
+    obs_metric *depth = obs_gauge_new(r, "workqueue_depth", "", labels);
+    assert_non_null(adds);
+    assert_non_null(retries);
+    assert_non_null(depth);
+
+    wq_add(q, "a");
+    wq_add(q, "b");
+    wq_add(q, "a"); /* deduplicated: not an add */
+    assert_true(obs_metric_value(adds, v) == 2);
+    assert_true(obs_metric_value(depth, v) == 2);
+
+    char *a = get_key(q);
+    assert_true(obs_metric_value(depth, v) == 1);
+    wq_add(q, "a"); /* re-add while processing counts, as in client-go */
+    assert_true(obs_metric_value(adds, v) == 3);
+    assert_true(obs_metric_value(depth, v) == 2);
+
+    /* While "a" is processed, the render-time gauges see it running. */
+    util_sleep(20 * UTIL_MS);
+    char *text = render(r);
+    double longest = sample(text, "workqueue_longest_running_processor_seconds{name=\"m\"}");
+    double unfinished = sample(text, "workqueue_unfinished_work_seconds{name=\"m\"}");
+    assert_true(longest >= 0.02);
+    assert_true(unfinished >= longest);
+    assert_true(sample(text, "workqueue_longest_running_processor_seconds{name=\"other\"}") == 0);
+    assert_non_null(strstr(text, "# HELP workqueue_depth Current depth of workqueue\n"));
+    free(text);
+
+    wq_done(q, a);
+    free(a);
+    assert_true(obs_metric_value(depth, v) == 2);
+    assert_int_equal(wq_len(q), 2);
+
+    wq_add_rate_limited(q, "c"); /* a retry; an add once its 5 ms are up */
+    assert_true(obs_metric_value(retries, v) == 1);
+    expect_next(q, "b");
+    expect_next(q, "a");
+    expect_next(q, "c");
+    assert_true(obs_metric_value(adds, v) == 4);
+    assert_true(obs_metric_value(depth, v) == 0);
+
+    wq_add_after(q, "d", 0); /* AddAfter always counts a retry */
+    assert_true(obs_metric_value(retries, v) == 2);
+    assert_true(obs_metric_value(adds, v) == 5);
+    assert_true(obs_metric_value(depth, v) == 1);
+    expect_next(q, "d");
+
+    text = render(r);
+    assert_non_null(strstr(text, "# TYPE workqueue_queue_duration_seconds histogram\n"));
+    assert_non_null(strstr(text, "# TYPE workqueue_work_duration_seconds histogram\n"));
+    /* Upstream's bucket bounds, as Go's ExponentialBuckets computes them. */
+    static const char *const les[] = {"1e-08",
+                                      "1e-07",
+                                      "1e-06",
+                                      "9.999999999999999e-06",
+                                      "9.999999999999999e-05",
+                                      "0.001",
+                                      "0.01",
+                                      "0.1",
+                                      "1",
+                                      "10"};
+    for (size_t i = 0; i < sizeof(les) / sizeof(les[0]); i++) {
+        char want[128];
+        snprintf(want, sizeof(want),
+                 "workqueue_queue_duration_seconds_bucket{name=\"m\",le=\"%s\"} ", les[i]);
+        if (strstr(text, want) == NULL)
+            fail_msg("no bucket le=\"%s\" in:\n%s", les[i], text);
+    }
+    assert_non_null(
+        strstr(text, "workqueue_work_duration_seconds_bucket{name=\"m\",le=\"10\"} 5\n"));
+    assert_true(sample(text, "workqueue_queue_duration_seconds_count{name=\"m\"}") == 5);
+    assert_true(sample(text, "workqueue_work_duration_seconds_count{name=\"m\"}") == 5);
+    assert_true(sample(text, "workqueue_work_duration_seconds_sum{name=\"m\"}") >= 0.02);
+    assert_true(sample(text, "workqueue_longest_running_processor_seconds{name=\"m\"}") == 0);
+    assert_true(sample(text, "workqueue_unfinished_work_seconds{name=\"m\"}") == 0);
+    assert_true(sample(text, "workqueue_depth{name=\"m\"}") == 0);
+    free(text);
+
+    /* The other queue's series exist from the start and stay untouched. */
+    assert_true(obs_metric_value(adds, vo) == 0);
+    assert_true(obs_metric_value(retries, vo) == 0);
+    assert_true(obs_metric_value(depth, vo) == 0);
+
+    /* Shutdown without drain takes dropped keys out of the depth. */
+    wq_add(q, "e");
+    wq_add(q, "f");
+    assert_true(obs_metric_value(depth, v) == 2);
+    wq_shutdown(q, false);
+    assert_true(obs_metric_value(depth, v) == 0);
+
+    wq_free(other);
+    wq_free(q);
+    obs_registry_free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_free_null),
+        cmocka_unit_test(test_dedup_waiting),
+        cmocka_unit_test(test_readd_while_processing),
+        cmocka_unit_test(test_concurrent_adds_and_workers),
+        cmocka_unit_test(test_backoff_growth_and_cap),
+        cmocka_unit_test(test_backoff_delays_the_key),
+        cmocka_unit_test(test_forget_resets),
+        cmocka_unit_test(test_add_after_order),
+        cmocka_unit_test(test_add_after_same_key_earliest_wins),
+        cmocka_unit_test(test_shutdown_wakes_getters),
+        cmocka_unit_test(test_shutdown_without_drain),
+        cmocka_unit_test(test_shutdown_with_drain),
+        cmocka_unit_test(test_len),
+        cmocka_unit_test(test_metrics),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
