@@ -60,9 +60,10 @@ typedef struct kube_config kube_config;
 
 /*
  * Upstream's order: `kubeconfig` (the --kubeconfig flag) if set, else
- * $KUBECONFIG if `use_env` and set, else in-cluster. `master` (may be NULL)
- * overrides the server URL. A broken kubeconfig is -EINVAL with a message
- * naming the file, the key and what is wrong.
+ * $KUBECONFIG if `use_env` and set, else `master` alone (server only, no
+ * credentials, as client-go's BuildConfigFromFlags), else in-cluster.
+ * `master` (may be NULL) overrides the server URL. A broken kubeconfig is
+ * -EINVAL with a message naming the file, the key and what is wrong.
  */
 int kube_config_load(const char *kubeconfig, const char *master, bool use_env, kube_config **out);
 /* KUBERNETES_SERVICE_HOST/_PORT and /var/run/secrets/kubernetes.io/serviceaccount
