@@ -51,6 +51,15 @@ static struct {
 
 int obs_log_add_flags(util_flags *f)
 {
+    /* Registering sets the defaults, whatever an earlier parse left. */
+    cfg.verbosity = 0;
+    cfg.vmodule_flag = NULL;
+    cfg.format_flag = "text";
+    cfg.split_stream = false;
+    cfg.json_split_stream = false;
+    cfg.flush_frequency = 5 * UTIL_SECOND;
+    cfg.text_info_buffer = "0";
+    cfg.json_info_buffer = "0";
     int r = 0;
     r |= util_flags_int(f, "v", &cfg.verbosity, "number for the log level verbosity");
     r |= util_flags_string(f, "vmodule", &cfg.vmodule_flag,
