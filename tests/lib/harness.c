@@ -54,7 +54,7 @@ pid_t th_spawn(char *const argv[], char *const env[])
     char **all = util_calloc(n_env + n_extra + 1, sizeof(char *));
     for (size_t i = 0; i < n_env; i++)
         all[i] = environ[i];
-    for (size_t i = 0; i < n_extra; i++)
+    for (size_t i = 0; env && i < n_extra; i++)
         all[n_env + i] = env[i];
     pid_t pid = -1;
     int r = posix_spawn(&pid, argv[0], NULL, NULL, argv, all);
@@ -146,8 +146,8 @@ pid_t th_kube_lite(char *const args[], char **url, char **kubeconfig)
     *kubeconfig = util_asprintf("%s/kube-lite-%d.kubeconfig", dir, n);
     *url = NULL;
     /* A shell redirects stdout to a file we can read the ready line from. */
-    char *cmd = util_asprintf("exec '%s' --listen 127.0.0.1:0 --write-kubeconfig '%s'", bin,
-                              *kubeconfig);
+    char *cmd =
+        util_asprintf("exec '%s' --listen 127.0.0.1:0 --write-kubeconfig '%s'", bin, *kubeconfig);
     for (size_t i = 0; args && args[i]; i++) {
         char *next = util_asprintf("%s '%s'", cmd, args[i]);
         free(cmd);

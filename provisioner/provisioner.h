@@ -1,0 +1,368 @@
+/*
+ * provisioner: the external-provisioner sidecar. A PVC of our driver becomes
+ * a CreateVolume call and then a PersistentVolume; a released PV with reclaim
+ * policy Delete becomes a DeleteVolume call.
+ *
+ * This header has two parts:
+ *
+ *   planning    (plan*.c) the pure core. Everything upstream decides from
+ *               the PVC, the StorageClass, the driver's capabilities and the
+ *               node topology: the volume name, secret references, the
+ *               stripped parameters, volume capabilities, topology
+ *               requirements, the CreateVolumeRequest, the checks on the
+ *               response, the PV object, and what a gRPC error means for the
+ *               claim. No I/O, no clock, no randomness, no global state:
+ *               whatever upstream fetches or draws at random is an input here,
+ *               so every rule is a row in tests/unit/test_prov_plan.c.
+ *   controller  (appended below the planning part) the I/O around it.
+ *
+ * Objects come in as json-c trees exactly as the API server sends them and
+ * are only read. Every function returns 0 or a negative errno with the
+ * message in util_err_last(); messages a user sees in Events match
+ * upstream's texts.
+ */
+#ifndef CSISIDECAR_PROVISIONER_H
+#define CSISIDECAR_PROVISIONER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "csi/csi.h"
+#include "util/util.h"
+
+/* ========================================================================== */
+/* ==== planning ============================================================ */
+/* ========================================================================== */
+
+/* ---- names read and written ---------------------------------------------- */
+
+#define PROV_PARAM_PREFIX "csi.storage.k8s.io/"
+
+#define PROV_ANN_STORAGE_PROVISIONER      "volume.kubernetes.io/storage-provisioner"
+#define PROV_ANN_BETA_STORAGE_PROVISIONER "volume.beta.kubernetes.io/storage-provisioner"
+#define PROV_ANN_MIGRATED_TO              "pv.kubernetes.io/migrated-to"
+#define PROV_ANN_SELECTED_NODE            "volume.kubernetes.io/selected-node"
+#define PROV_ANN_ALPHA_SELECTED_NODE      "volume.alpha.kubernetes.io/selected-node"
+#define PROV_ANN_BETA_STORAGE_CLASS       "volume.beta.kubernetes.io/storage-class"
+#define PROV_ANN_PROVISIONED_BY           "pv.kubernetes.io/provisioned-by"
+#define PROV_ANN_DELETION_SECRET_NAME     "volume.kubernetes.io/provisioner-deletion-secret-name"
+#define PROV_ANN_DELETION_SECRET_NAMESPACE                                                         \
+    "volume.kubernetes.io/provisioner-deletion-secret-namespace"
+#define PROV_ANN_MODIFY_SECRET_NAME      "volume.kubernetes.io/controller-modify-secret-name"
+#define PROV_ANN_MODIFY_SECRET_NAMESPACE "volume.kubernetes.io/controller-modify-secret-namespace"
+#define PROV_PV_FINALIZER                "external-provisioner.volume.kubernetes.io/finalizer"
+#define PROV_IDENTITY_KEY                "storage.kubernetes.io/csiProvisionerIdentity"
+#define PROV_PARAM_PVC_NAME              "csi.storage.k8s.io/pvc/name"
+#define PROV_PARAM_PVC_NAMESPACE         "csi.storage.k8s.io/pvc/namespace"
+#define PROV_PARAM_PV_NAME               "csi.storage.k8s.io/pv/name"
+
+/* The ProvisioningFailed event text of an infeasible (INVALID_ARGUMENT)
+ * error is this prefix followed by the error text. */
+#define PROV_INFEASIBLE_EVENT_PREFIX                                                               \
+    "Volume provisioning failed with infeasible error. Retries will be delayed. "
+
+/* ---- configuration -------------------------------------------------------- */
+
+/* Receives each deprecation warning upstream logs with klog.Warning. */
+typedef void (*prov_warn_fn)(void *ud, const char *msg);
+
+typedef struct prov_config {
+    const char *driver_name;          /* from GetPluginInfo */
+    const char *volume_name_prefix;   /* --volume-name-prefix ("pvc") */
+    int volume_name_uuid_length;      /* --volume-name-uuid-length (-1: whole UID) */
+    bool extra_create_metadata;       /* --extra-create-metadata */
+    const char *default_fstype;       /* --default-fstype ("" or NULL: none) */
+    bool strict_topology;             /* --strict-topology */
+    bool immediate_topology;          /* --immediate-topology (upstream default true) */
+    bool controller_publish_readonly; /* --controller-publish-readonly */
+    /* plugin VOLUME_ACCESSIBILITY_CONSTRAINTS and the Topology gate */
+    bool topology;
+    /* gate VolumeAttributesClass (and the v1 API present) */
+    bool vac_enabled;
+    /* gate CrossNamespaceVolumeDataSource */
+    bool cross_namespace_source;
+    /* Driver capabilities checked before provisioning. */
+    bool controller_service;       /* plugin CONTROLLER_SERVICE */
+    bool create_delete_volume;     /* controller CREATE_DELETE_VOLUME */
+    bool create_delete_snapshot;   /* controller CREATE_DELETE_SNAPSHOT */
+    bool clone_volume;             /* controller CLONE_VOLUME */
+    bool modify_volume;            /* controller MODIFY_VOLUME */
+    bool single_node_multi_writer; /* controller SINGLE_NODE_MULTI_WRITER */
+    /* Value of storage.kubernetes.io/csiProvisionerIdentity (prov_identity). */
+    const char *identity;
+    prov_warn_fn warn; /* may be NULL: warnings are dropped */
+    void *warn_ud;
+} prov_config;
+
+/* Sets the capability fields of `cfg` from the driver's capability masks.
+ * `gate_topology` is the Topology feature gate (GA, on by default). */
+void prov_config_set_caps(prov_config *cfg, const csi_caps *caps, bool gate_topology);
+
+/*
+ * The provisioner identity, "<unix-ms>-<rand>-<driver>[-<node>]", as upstream
+ * builds it at start-up (rand is the caller's draw in 0..9999; node NULL or
+ * "" outside --node-deployment). Caller frees.
+ */
+char *prov_identity(int64_t unix_ms, int rand4, const char *driver, const char *node);
+
+/* ---- outcome of a provisioning step --------------------------------------- */
+
+/* What a failure means for the claim (lib ProvisioningState). */
+typedef enum {
+    PROV_FINAL = 0,     /* final failure: nothing in flight; retried with backoff */
+    PROV_NO_CHANGE,     /* cannot decide now (missing object, bad secret template): retry */
+    PROV_IN_BACKGROUND, /* the driver may still be working on it: must retry, even after
+                           the PVC is gone */
+    PROV_RESCHEDULE,    /* give the node back: remove the selected-node annotation */
+} prov_state;
+
+const char *prov_state_name(prov_state s); /* "Finished", "NoChange", ... */
+
+/* Not a gRPC status (the call failed before reaching the driver). */
+#define PROV_NOT_GRPC (-1)
+
+/*
+ * Classifies a failed CreateVolume (A1.5 step 6): not a gRPC error,
+ * CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE, ABORTED -> IN_BACKGROUND;
+ * RESOURCE_EXHAUSTED -> RESCHEDULE when topology is supported and a node was
+ * selected, else FINAL; anything else -> FINAL.
+ */
+prov_state prov_classify(int grpc_code, bool topology_supported, bool has_selected_node);
+/* INVALID_ARGUMENT: the lib retries it no sooner than --retry-interval-max. */
+bool prov_is_infeasible(int grpc_code);
+
+/* ---- names ------------------------------------------------------------------ */
+
+/*
+ * "<prefix>-<uid>", or with a uuid length >= 0 the UID without dashes cut to
+ * that many characters. Caller frees *out.
+ */
+int prov_volume_name(const prov_config *cfg, const char *pvc_uid, char **out);
+
+/* The PVC's selected node (volume.kubernetes.io/selected-node, else the alpha
+ * key), or NULL when neither annotation is present. Borrowed from `pvc`. */
+const char *prov_selected_node(const json_object *pvc);
+
+/* The PVC's class: the beta annotation, else spec.storageClassName, else "". */
+const char *prov_pvc_class(const json_object *pvc);
+
+/* ---- quantities ------------------------------------------------------------- */
+
+/*
+ * Parses a Kubernetes resource.Quantity ("10Gi", "1.5G", "500m", "1e3",
+ * "+.5Ki") and gives its value rounded up, away from zero, to a whole number
+ * (Quantity.Value()), capped at INT64_MAX. -EINVAL with upstream's message on
+ * bad syntax or an unknown suffix.
+ */
+int prov_quantity_parse(const char *s, int64_t *out);
+
+#define PROV_QUANTITY_MAX 32
+/* Formats bytes as a BinarySI quantity the way the API server prints it:
+ * "1Gi", "1536Mi", "1500", "1k" (below 1024 the decimal form is used). */
+void prov_quantity_format(int64_t v, char *buf, size_t len);
+
+/* spec.resources.requests.storage of a PVC in bytes (0 when not set). */
+int prov_pvc_request_bytes(const json_object *pvc, int64_t *out);
+
+/* ---- access modes ------------------------------------------------------------ */
+
+/*
+ * Maps a list of Kubernetes access modes to one CSI mode (csi-lib-utils
+ * ToCSIAccessMode): RWOP alone -> SINGLE_NODE_SINGLE_WRITER (SNMW) or
+ * SINGLE_NODE_WRITER; RWX wins over the rest; ROX -> MULTI_NODE_READER_ONLY;
+ * RWO -> SINGLE_NODE_MULTI_WRITER (SNMW) or SINGLE_NODE_WRITER. RWOP with
+ * others, ROX with RWO and anything else are -EINVAL.
+ */
+int prov_access_mode(const char *const *modes, size_t n, bool snmw,
+                     Csi__V1__VolumeCapability__AccessMode__Mode *out);
+
+/* ---- StorageClass parameters ------------------------------------------------- */
+
+/*
+ * The fsType: csi.storage.k8s.io/fstype or the deprecated "fstype" key in
+ * any letter case (warns), else --default-fstype, else "". Both set is
+ * -EINVAL. `sc_params` may be NULL. Caller frees *out.
+ */
+int prov_fstype(const prov_config *cfg, const json_object *sc_params, char **out);
+
+/*
+ * The parameters sent to the driver: every key without the reserved prefix
+ * (deprecated keys included), the known reserved keys dropped, any other
+ * reserved key -EINVAL. *out is a new object of strings (json_object_put it).
+ */
+int prov_strip_parameters(const json_object *sc_params, json_object **out);
+
+/* ---- secrets ------------------------------------------------------------------ */
+
+typedef enum {
+    PROV_SECRET_PROVISIONER = 0, /* CreateVolume/DeleteVolume; PV deletion annotations */
+    PROV_SECRET_CONTROLLER_PUBLISH,
+    PROV_SECRET_NODE_STAGE,
+    PROV_SECRET_NODE_PUBLISH,
+    PROV_SECRET_CONTROLLER_EXPAND,
+    PROV_SECRET_NODE_EXPAND,
+    PROV_SECRET_CONTROLLER_MODIFY, /* PV annotations only */
+    PROV_SECRET_KINDS
+} prov_secret_kind;
+
+/* A resolved reference; both NULL when this kind has no secret. */
+typedef struct prov_secret_ref {
+    char *name;
+    char *namespace;
+} prov_secret_ref;
+
+typedef struct prov_secret_refs {
+    prov_secret_ref ref[PROV_SECRET_KINDS];
+} prov_secret_refs;
+
+/* Upstream's name of a kind in messages: "Provisioner", "NodeStage", ... */
+const char *prov_secret_kind_name(prov_secret_kind kind);
+
+/*
+ * Resolves one kind from the StorageClass parameters: the prefixed keys or
+ * the deprecated csi* keys (warns), else the default secret-name/-namespace;
+ * the pair must be complete and non-empty; templates ${pv.name},
+ * ${pvc.namespace} (namespace and name) and ${pvc.name},
+ * ${pvc.annotations['<key>']} (name only) are expanded like Go's os.Expand;
+ * the namespace must be a DNS-1123 label and the name a DNS-1123 subdomain.
+ * `pvc` may be NULL (then only ${pv.name} resolves). Errors are -EINVAL with
+ * upstream's text; *out is left empty.
+ */
+int prov_secret_ref_resolve(const prov_config *cfg, prov_secret_kind kind,
+                            const json_object *sc_params, const char *pv_name,
+                            const json_object *pvc, prov_secret_ref *out);
+/* Every kind, in upstream's order; stops at the first error (out cleared). */
+int prov_secret_refs_resolve(const prov_config *cfg, const json_object *sc_params,
+                             const char *pv_name, const json_object *pvc, prov_secret_refs *out);
+void prov_secret_refs_clear(prov_secret_refs *refs);
+
+/* ---- topology ---------------------------------------------------------------- */
+
+/*
+ * Inputs of the topology decision (A1.7). Objects are borrowed; the caller
+ * gets them from its informers (and may cache them per PVC UID, as upstream
+ * does).
+ */
+typedef struct prov_topology_in {
+    const char *selected_node;  /* NULL or "": immediate binding */
+    const json_object *node;    /* the selected Node; NULL: it does not exist */
+    const json_object *csinode; /* its CSINode; NULL: it does not exist */
+    const json_object *nodes;   /* array of every Node (aggregation); may be NULL */
+    /* Immediate binding: topologyKeys of one CSINode, picked at random by the
+     * caller among those listing the driver with keys (prov_csinode_keys);
+     * NULL when none has keys. */
+    const json_object *immediate_keys;
+    const json_object *allowed_topologies; /* StorageClass.allowedTopologies; may be NULL */
+    const char *pvc_name;                  /* for StatefulSet spreading */
+} prov_topology_in;
+
+/* spec.drivers[name=driver].topologyKeys of a CSINode (an array), or NULL. */
+const json_object *prov_csinode_keys(const json_object *csinode, const char *driver);
+
+/*
+ * Requisite and preferred topologies, or *out NULL when there are none
+ * (topology not supported, no selected node and --immediate-topology=false,
+ * allowedTopologies without values). -ENOENT when the selected node's
+ * CSINode does not exist (reschedule); other errors -EINVAL (retry), among
+ * them a missing Node, which upstream treats as a node without labels here
+ * (prov_build_request reschedules for it first, as the lib does).
+ * `nodes` may hold Nodes without the keys: they are skipped.
+ * Free *out with prov_topology_free.
+ */
+int prov_topology(const prov_config *cfg, const prov_topology_in *in,
+                  Csi__V1__TopologyRequirement **out);
+void prov_topology_free(Csi__V1__TopologyRequirement *t);
+
+/*
+ * PV spec.nodeAffinity for a volume's accessible topology: one term per
+ * non-empty segment map, an "In [value]" expression per key; expressions
+ * sorted by key and terms sorted (upstream's order follows Go map iteration).
+ * NULL when no term is left.
+ */
+json_object *prov_node_affinity(Csi__V1__Topology *const *topologies, size_t n);
+
+/* ---- CreateVolume ----------------------------------------------------------- */
+
+typedef enum {
+    PROV_SOURCE_NONE = 0,
+    PROV_SOURCE_SNAPSHOT, /* a VolumeSnapshot: id = VolumeSnapshotContent.status.snapshotHandle */
+    PROV_SOURCE_VOLUME,   /* a PVC clone: id = the source PV's spec.csi.volumeHandle */
+} prov_source_kind;
+
+/* The driver capabilities a request needs (checkDriverCapabilities);
+ * -EINVAL naming the missing capability. */
+int prov_check_capabilities(const prov_config *cfg, prov_source_kind source, bool vac);
+
+typedef struct prov_request_in {
+    const json_object *pvc;
+    const json_object *sc;
+    /* Node, CSINode, nodes and immediate keys; selected_node,
+     * allowed_topologies and pvc_name are taken from the PVC and the class.
+     * The Node must be given whenever the PVC has a selected node, even
+     * without topology support (the lib looks it up first). */
+    prov_topology_in topology;
+    prov_source_kind source;
+    const char *source_id;
+    /* The VolumeAttributesClass the PVC names (when the gate is on), NULL
+     * when it names none. */
+    const json_object *vac;
+} prov_request_in;
+
+/*
+ * prepareProvision without its API calls: checks and builds the request in
+ * upstream's order. On success *out is the request (free it with
+ * prov_request_free) and `refs` (may be NULL) receives every resolved secret
+ * reference. The request has no secrets yet: fetch the Secret named by
+ * refs->ref[PROV_SECRET_PROVISIONER] and add its data with
+ * prov_request_set_secrets. On failure *state (may be NULL) says what it
+ * means for the claim: FINAL, NO_CHANGE, or RESCHEDULE when the selected
+ * Node or its CSINode is gone.
+ */
+int prov_build_request(const prov_config *cfg, const prov_request_in *in,
+                       Csi__V1__CreateVolumeRequest **out, prov_secret_refs *refs,
+                       prov_state *state);
+/* Copies a Secret's `data` (base64 values) into req->secrets as strings;
+ * NULL data clears them. -EINVAL for a value that is not base64. */
+int prov_request_set_secrets(Csi__V1__CreateVolumeRequest *req, const json_object *secret_data);
+void prov_request_free(Csi__V1__CreateVolumeRequest *req);
+
+/*
+ * Checks a CreateVolume response (A1.5 step 7). *capacity gets the size to
+ * record: capacity_bytes, or the requested size when the driver says 0.
+ * Failures are IN_BACKGROUND: -ERANGE (smaller than requested) and -ENODATA
+ * (the PVC has a data source, the volume has no content source) mean the
+ * caller must DeleteVolume the new volume (upstream tries 5 times);
+ * -EPROTO means there is no volume in the response at all.
+ */
+int prov_check_response(const prov_config *cfg, const json_object *pvc,
+                        const Csi__V1__CreateVolumeRequest *req,
+                        const Csi__V1__CreateVolumeResponse *resp, int64_t *capacity);
+/* The error text after a failed cleanup of a rejected volume, upstream's
+ * "<check error>. Cleanup of volume <pv> failed, volume is orphaned: <err>"
+ * (-ENODATA says "cleanup"). Caller frees. */
+char *prov_orphan_message(int check_rc, const char *check_msg, const char *pv_name,
+                          const char *cleanup_err);
+
+/* ---- PersistentVolume ------------------------------------------------------- */
+
+/*
+ * The PV to create for a checked response (A1.6 plus what the lib adds):
+ * claimRef with uid and resourceVersion, the finalizer, provisioned-by, the
+ * deletion-secret annotations (always, "" for none), the modify-secret
+ * annotations (when set), capacity as a BinarySI quantity, reclaim policy,
+ * volume mode, VAC name, sorted nodeAffinity, csi.readOnly per
+ * --controller-publish-readonly. *out is a new object (json_object_put it).
+ */
+int prov_build_pv(const prov_config *cfg, const json_object *pvc, const json_object *sc,
+                  const Csi__V1__CreateVolumeRequest *req,
+                  const Csi__V1__CreateVolumeResponse *resp, const prov_secret_refs *refs,
+                  json_object **out);
+
+/* ========================================================================== */
+/* ==== controller ========================================================== */
+/* ========================================================================== */
+
+#endif
