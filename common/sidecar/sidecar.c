@@ -137,6 +137,14 @@ void sidecar_csi_hook(void *ud, const char *method, const char *code_name, util_
 
 /* ---- start ------------------------------------------------------------------------- */
 
+static void healthz_ok(void *ud, int *code, char **body, const char **ctype)
+{
+    (void)ud;
+    *code = 200;
+    *body = util_strdup("ok");
+    *ctype = "text/plain; charset=utf-8";
+}
+
 static void healthz_leader(void *ud, int *code, char **body, const char **ctype)
 {
     sidecar *s = ud;
@@ -225,6 +233,8 @@ int sidecar_start(const sidecar_flags *sf, const sidecar_opts *opts, sidecar **o
                          sf->metrics_path, &s->http);
         if (r < 0)
             goto fail;
+        if (opts->healthz)
+            obs_http_handle(s->http, "/healthz", healthz_ok, s);
         /* Upstream registers the lease check only with --http-endpoint. */
         if (sf->leader_election && !deprecated)
             obs_http_handle(s->http, "/healthz/leader-election", healthz_leader, s);
@@ -296,6 +306,7 @@ int sidecar_serve(sidecar *s, void (*run)(void *ud), void *ud)
                            .renew_deadline = s->sf.renew_deadline,
                            .retry_period = s->sf.retry_period,
                            .labels = s->sf.leader_election_labels,
+                           .release_on_stop = s->o.release_on_exit,
                            .metrics = s->metrics,
                            .events = s->recorder,
                            .on_started_leading = started_leading,

@@ -62,6 +62,8 @@ typedef struct sidecar_opts {
     bool exit_on_csi_loss; /* provisioner, attacher: upstream's exit on connection loss */
     bool probe;            /* probe until ready at start */
     bool kubeconfig_env;   /* honour $KUBECONFIG (the provisioner does) */
+    bool healthz;          /* serve a plain /healthz "ok" (the registrar has its own) */
+    bool release_on_exit;  /* release the lease at stop (upstream: ReleaseLeaderElectionOnExit) */
     /* Leader election lock name (before sanitizing); NULL: none. */
     const char *(*lock_name)(void *ud, const char *driver_name);
     void *ud;

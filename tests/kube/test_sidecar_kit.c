@@ -184,6 +184,8 @@ static void test_started_kit_serves_metrics_and_leads(void **state)
                                 SIDECAR_FLAGS_HTTP,
                        .timeout = 5 * UTIL_SECOND,
                        .probe = true,
+                       .healthz = true,
+                       .release_on_exit = true,
                        .lock_name = lock_name};
     sidecar *s = NULL;
     if (sidecar_start(&sf, &so, &s) < 0)
@@ -210,7 +212,29 @@ static void test_started_kit_serves_metrics_and_leads(void **state)
     assert_string_equal(body, "ok");
     free(body);
 
+    assert_int_equal(get(port, "/healthz", &body), 200);
+    assert_string_equal(body, "ok");
+    free(body);
+
     sidecar_free(s);
+    /* Released at exit: the lease has no holder now. */
+    kube_config *cfg = NULL;
+    kube_client *kc = NULL;
+    assert_int_equal(kube_config_from_file(kubeconfig, NULL, &cfg), 0);
+    assert_int_equal(kube_client_new(cfg, &(kube_client_opts){.user_agent = "t/1"}, &kc), 0);
+    kube_resp r = {0};
+    assert_int_equal(kube_get(kc,
+                              "/apis/coordination.k8s.io/v1/namespaces/default/leases/"
+                              "kit-test-example-com",
+                              &r),
+                     0);
+    json_object *spec = NULL, *holder = NULL;
+    json_object_object_get_ex(r.body, "spec", &spec);
+    json_object_object_get_ex(spec, "holderIdentity", &holder);
+    assert_string_equal(json_object_get_string(holder), "");
+    kube_resp_clear(&r);
+    kube_client_free(kc);
+    kube_config_free(cfg);
     th_stop(drv, SIGTERM);
     th_stop(kl, SIGTERM);
     free(server);
