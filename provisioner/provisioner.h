@@ -31,6 +31,7 @@
 #include <json-c/json.h>
 
 #include "csi/csi.h"
+#include "kube/kube.h"
 #include "util/util.h"
 
 /* ========================================================================== */
@@ -364,5 +365,31 @@ int prov_build_pv(const prov_config *cfg, const json_object *pvc, const json_obj
 /* ========================================================================== */
 /* ==== controller ========================================================== */
 /* ========================================================================== */
+
+/*
+ * The finalizer that records, in the API, that a volume may exist for a
+ * claim before its PV does (our fix for upstream's volume leak #486).
+ */
+#define PROV_FINALIZER_IN_PROGRESS                                                                 \
+    "external-provisioner.volume.kubernetes.io/provisioning-in-progress"
+
+typedef struct prov_ctrl prov_ctrl;
+
+typedef struct prov_ctrl_opts {
+    csi_conn *csi;
+    kube_client *kube;
+    kube_recorder *recorder;
+    obs_registry *metrics;
+    util_duration timeout;     /* --timeout, per CSI call */
+    util_duration retry_start; /* --retry-interval-start */
+    util_duration retry_max;   /* --retry-interval-max */
+    int workers;               /* --worker-threads: that many claim and volume workers */
+    bool publish_unpublish;    /* the driver has PUBLISH_UNPUBLISH_VOLUME: check attachments */
+} prov_ctrl_opts;
+
+/* Starts informers (waits for their first sync) and workers. */
+int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctrl **out);
+/* Stops taking work, lets each worker finish its current key, frees. */
+void prov_ctrl_stop(prov_ctrl *c);
 
 #endif

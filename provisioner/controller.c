@@ -1,0 +1,882 @@
+/*
+ * The provisioner's controllers: claims (PVC -> CreateVolume -> PV) and
+ * volumes (released PV -> DeleteVolume -> PV removed).
+ *
+ * Informer events only queue keys ("namespace/name" for claims, the PV name
+ * for volumes); workers run sync_claim / sync_volume, which read the caches,
+ * take one step and are safe to rerun after a crash at any line:
+ *
+ *   - Before its first CreateVolume a claim gets the finalizer
+ *     PROV_FINALIZER_IN_PROGRESS: the intent to create a volume lives in the
+ *     API, not in memory. It goes once the PV exists; if the claim is deleted
+ *     meanwhile, the same CreateVolume (same name, so idempotent) is repeated
+ *     to learn the volume id, DeleteVolume removes it, and only then does the
+ *     finalizer go. A restart therefore never leaks a volume (upstream #486).
+ *   - Finalizers are removed with a JSON patch test+remove on the exact list
+ *     entry, never a merge patch built from a stale cache (upstream #1217).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <json-c/linkhash.h>
+
+#include "provisioner.h"
+
+#include "wq/wq.h"
+
+#define PV_FINALIZER           "external-provisioner.volume.kubernetes.io/finalizer"
+#define ANN_PROVISIONER        "volume.kubernetes.io/storage-provisioner"
+#define ANN_BETA_PROVISIONER   "volume.beta.kubernetes.io/storage-provisioner"
+#define ANN_SELECTED_NODE      "volume.kubernetes.io/selected-node"
+#define ANN_PROVISIONED_BY     "pv.kubernetes.io/provisioned-by"
+#define ANN_DELETE_SECRET_NAME "volume.kubernetes.io/provisioner-deletion-secret-name"
+#define ANN_DELETE_SECRET_NS   "volume.kubernetes.io/provisioner-deletion-secret-namespace"
+
+/* Returned by a sync that must wait --retry-interval-max (infeasible). */
+#define SYNC_SLOW 1
+
+struct prov_ctrl {
+    /* PVs whose volume DeleteVolume already removed: a stale cache must not
+     * send DeleteVolume twice (upstream #1235). Memory only: after a crash
+     * the repeat is one idempotent call. */
+    pthread_mutex_t done_mu;
+    struct lh_table *deleted;
+    prov_ctrl_opts o;
+    prov_config cfg;
+    kube_informer *pvcs, *pvs, *classes, *nodes, *csinodes, *vas;
+    wq *claims, *volumes;
+    pthread_t *threads;
+    int n_threads;
+    obs_metric *provision_total, *provision_failed, *provision_seconds;
+    obs_metric *delete_total, *delete_failed, *delete_seconds;
+};
+
+/* ---- small JSON helpers ------------------------------------------------------ */
+
+static json_object *jget(const json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (!o || !json_object_object_get_ex(o, key, &v))
+        return NULL;
+    return v;
+}
+
+static const char *jstr(const json_object *o, const char *key)
+{
+    json_object *v = jget(o, key);
+    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+static const char *meta(const json_object *o, const char *key)
+{
+    return jstr(jget(o, "metadata"), key);
+}
+
+static const char *annotation(const json_object *o, const char *key)
+{
+    return jstr(jget(jget(o, "metadata"), "annotations"), key);
+}
+
+/* Index of `fin` in metadata.finalizers, or -1. */
+static int finalizer_index(const json_object *o, const char *fin)
+{
+    json_object *f = jget(jget(o, "metadata"), "finalizers");
+    size_t n = f && json_object_is_type(f, json_type_array) ? json_object_array_length(f) : 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(json_object_get_string(json_object_array_get_idx(f, i)), fin) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* ---- finalizers ----------------------------------------------------------------- */
+
+/* Adds `fin`, conditional on the resourceVersion we decided on. */
+static int add_finalizer(prov_ctrl *c, const char *path, const json_object *obj, const char *fin)
+{
+    json_object *fl = jget(jget(obj, "metadata"), "finalizers");
+    char *patch;
+    if (fl && json_object_is_type(fl, json_type_array))
+        patch = util_asprintf("[{\"op\":\"test\",\"path\":\"/metadata/resourceVersion\",\"value\":"
+                              "\"%s\"},{\"op\":\"add\",\"path\":\"/metadata/finalizers/-\","
+                              "\"value\":\"%s\"}]",
+                              meta(obj, "resourceVersion"), fin);
+    else
+        patch = util_asprintf("[{\"op\":\"test\",\"path\":\"/metadata/resourceVersion\",\"value\":"
+                              "\"%s\"},{\"op\":\"add\",\"path\":\"/metadata/finalizers\","
+                              "\"value\":[\"%s\"]}]",
+                              meta(obj, "resourceVersion"), fin);
+    kube_resp r = {0};
+    int rc = kube_patch(c->o.kube, path, KUBE_PATCH_JSON, patch, &r);
+    if (rc < 0)
+        obs_v(2, "adding finalizer %s to %s: %s", fin, path, r.message);
+    kube_resp_clear(&r);
+    free(patch);
+    return rc;
+}
+
+static int remove_at(prov_ctrl *c, const char *path, int i, const char *fin, kube_resp *r)
+{
+    char *patch = util_asprintf("[{\"op\":\"test\",\"path\":\"/metadata/finalizers/%d\","
+                                "\"value\":\"%s\"},{\"op\":\"remove\",\"path\":"
+                                "\"/metadata/finalizers/%d\"}]",
+                                i, fin, i);
+    int rc = kube_patch(c->o.kube, path, KUBE_PATCH_JSON, patch, r);
+    free(patch);
+    return rc;
+}
+
+/*
+ * Removes `fin` with test+remove on its exact entry. When the cached object
+ * was stale (the test fails), the live object decides: done if the
+ * finalizer is gone, else one more try at its current index.
+ */
+static int remove_finalizer(prov_ctrl *c, const char *path, const json_object *obj, const char *fin)
+{
+    int i = finalizer_index(obj, fin);
+    if (i < 0)
+        return 0;
+    kube_resp r = {0};
+    int rc = remove_at(c, path, i, fin, &r);
+    if (rc < 0 && r.code == 422) {
+        kube_resp_clear(&r);
+        if (kube_get(c->o.kube, path, &r) == 0) {
+            i = finalizer_index(r.body, fin);
+            kube_resp_clear(&r);
+            rc = i < 0 ? 0 : remove_at(c, path, i, fin, &r);
+        }
+    }
+    if (rc < 0 && kube_is_not_found(&r))
+        rc = 0;
+    if (rc < 0)
+        obs_v(2, "removing finalizer %s from %s: %s", fin, path, r.message);
+    kube_resp_clear(&r);
+    return rc;
+}
+
+/* ---- claims --------------------------------------------------------------------- */
+
+static char *pvc_path(const json_object *pvc)
+{
+    return kube_path(&KUBE_PVC, meta(pvc, "namespace"), meta(pvc, "name"), NULL);
+}
+
+/* Whether this claim is ours to provision (shouldProvision, A1.5 step 2). */
+static bool should_provision(prov_ctrl *c, const json_object *pvc)
+{
+    const char *want = annotation(pvc, ANN_PROVISIONER);
+    if (!want)
+        want = annotation(pvc, ANN_BETA_PROVISIONER);
+    return want && strcmp(want, c->cfg.driver_name) == 0;
+}
+
+struct node_list {
+    json_object *arr;
+};
+
+static void add_node(void *ud, json_object *obj)
+{
+    struct node_list *l = ud;
+    json_object_array_add(l->arr, json_object_get(obj));
+}
+
+struct keys_pick {
+    const char *driver;
+    json_object *keys; /* a copy */
+    unsigned seen;
+    unsigned rnd;
+};
+
+static void pick_keys(void *ud, json_object *csinode)
+{
+    struct keys_pick *p = ud;
+    const json_object *k = prov_csinode_keys(csinode, p->driver);
+    if (!k || json_object_array_length((json_object *)k) == 0)
+        return;
+    /* Reservoir sampling: a random CSINode, as upstream picks one. */
+    if (p->rnd % ++p->seen == 0) {
+        json_object_put(p->keys);
+        p->keys = NULL;
+        json_object_deep_copy((json_object *)k, &p->keys, NULL);
+    }
+    p->rnd = p->rnd * 1103515245u + 12345u;
+}
+
+static void event_failed(prov_ctrl *c, const json_object *pvc, int code, const char *msg)
+{
+    if (code == CSI_INVALID_ARGUMENT)
+        kube_event(c->o.recorder, pvc, "Warning", "ProvisioningFailed", "%s%s",
+                   PROV_INFEASIBLE_EVENT_PREFIX, msg);
+    else
+        kube_event(c->o.recorder, pvc, "Warning", "ProvisioningFailed", "%s", msg);
+}
+
+/* Builds the CreateVolumeRequest from the caches; -errno with *state set. */
+static int plan_request(prov_ctrl *c, const json_object *pvc, const json_object *sc,
+                        Csi__V1__CreateVolumeRequest **req, prov_secret_refs *refs,
+                        prov_state *state)
+{
+    prov_request_in in = {.pvc = pvc, .sc = sc};
+    const char *node = prov_selected_node(pvc);
+    json_object *node_obj = NULL, *csinode = NULL, *keys = NULL;
+    struct node_list nodes = {NULL};
+    if (node && *node) {
+        node_obj = c->nodes ? kube_informer_get(c->nodes, NULL, node) : NULL;
+        if (!c->nodes) {
+            /* Without topology the lib still checks the Node exists. */
+            kube_resp r = {0};
+            char *path = kube_path(&KUBE_NODE, NULL, node, NULL);
+            if (kube_get(c->o.kube, path, &r) == 0)
+                node_obj = json_object_get(r.body);
+            kube_resp_clear(&r);
+            free(path);
+        }
+        csinode = c->csinodes ? kube_informer_get(c->csinodes, NULL, node) : NULL;
+    }
+    if (c->cfg.topology) {
+        nodes.arr = json_object_new_array();
+        kube_informer_each(c->nodes, add_node, &nodes);
+        if (!node || !*node) {
+            struct keys_pick p = {.driver = c->cfg.driver_name};
+            if (getrandom(&p.rnd, sizeof(p.rnd), 0) != (ssize_t)sizeof(p.rnd))
+                p.rnd = 1;
+            kube_informer_each(c->csinodes, pick_keys, &p);
+            keys = p.keys;
+        }
+    }
+    in.topology.node = node_obj;
+    in.topology.csinode = csinode;
+    in.topology.nodes = nodes.arr;
+    in.topology.immediate_keys = keys;
+    int rc = prov_build_request(&c->cfg, &in, req, refs, state);
+    json_object_put(node_obj);
+    json_object_put(csinode);
+    json_object_put(nodes.arr);
+    json_object_put(keys);
+    return rc;
+}
+
+/* Copies the provisioner secret's data into the request; a missing secret
+ * is an error for create (upstream fails provisioning). */
+static int add_secrets(prov_ctrl *c, Csi__V1__CreateVolumeRequest *req, const prov_secret_ref *ref)
+{
+    if (!ref->name)
+        return 0;
+    char *path = kube_path(&KUBE_SECRET, ref->namespace, ref->name, NULL);
+    kube_resp r = {0};
+    int rc = kube_get(c->o.kube, path, &r);
+    if (rc == 0)
+        rc = prov_request_set_secrets(req, jget(r.body, "data"));
+    else
+        rc = util_err_set(-EREMOTEIO, "failed to get secret %s/%s: %s", ref->namespace, ref->name,
+                          r.message);
+    kube_resp_clear(&r);
+    free(path);
+    return rc;
+}
+
+static int delete_volume(prov_ctrl *c, const char *volume_id, const json_object *secret_data,
+                         csi_status *st)
+{
+    Csi__V1__DeleteVolumeRequest dr = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
+    dr.volume_id = (char *)volume_id;
+    /* Secrets travel as a map of strings, decoded from the Secret's data. */
+    Csi__V1__CreateVolumeRequest tmp = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
+    if (secret_data && prov_request_set_secrets(&tmp, secret_data) == 0) {
+        dr.n_secrets = tmp.n_secrets;
+        dr.secrets = (Csi__V1__DeleteVolumeRequest__SecretsEntry **)tmp.secrets;
+    }
+    int rc = csi_delete_volume(c->o.csi, &dr, c->o.timeout, st);
+    prov_request_set_secrets(&tmp, NULL);
+    return rc;
+}
+
+static void class_label(const json_object *sc, const char **v)
+{
+    const char *n = sc ? meta(sc, "name") : NULL;
+    v[0] = n ? n : "";
+}
+
+/*
+ * The claim was deleted while its volume may exist: repeat the create to
+ * learn the id (idempotent by name), delete it, then let the claim go.
+ */
+static int cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const char *path)
+{
+    const char *class = prov_pvc_class(pvc);
+    json_object *sc = class ? kube_informer_get(c->classes, NULL, class) : NULL;
+    if (!sc) {
+        obs_warn("claim %s/%s was deleted during provisioning and its StorageClass is gone: "
+                 "cannot repeat CreateVolume to clean up; releasing the claim",
+                 meta(pvc, "namespace"), meta(pvc, "name"));
+        return remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+    }
+    Csi__V1__CreateVolumeRequest *req = NULL;
+    prov_secret_refs refs = {0};
+    prov_state state = PROV_FINAL;
+    int rc = plan_request(c, pvc, sc, &req, &refs, &state);
+    if (rc < 0) {
+        json_object_put(sc);
+        prov_secret_refs_clear(&refs);
+        /* No request can be built, so none was ever sent. */
+        return remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+    }
+    rc = add_secrets(c, req, &refs.ref[PROV_SECRET_PROVISIONER]);
+    csi_status st = {0};
+    Csi__V1__CreateVolumeResponse *resp = NULL;
+    if (rc == 0)
+        rc = csi_create_volume(c->o.csi, req, c->o.timeout, &resp, &st);
+    if (rc == 0) {
+        csi_status ds = {0};
+        Csi__V1__DeleteVolumeRequest__SecretsEntry **sec =
+            (Csi__V1__DeleteVolumeRequest__SecretsEntry **)req->secrets;
+        Csi__V1__DeleteVolumeRequest dr = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
+        dr.volume_id = resp->volume->volume_id;
+        dr.n_secrets = req->n_secrets;
+        dr.secrets = sec;
+        rc = csi_delete_volume(c->o.csi, &dr, c->o.timeout, &ds);
+        if (rc < 0)
+            obs_warn("cleanup of volume %s of deleted claim %s/%s: %s", resp->volume->volume_id,
+                     meta(pvc, "namespace"), meta(pvc, "name"), ds.message);
+        else
+            obs_info("deleted volume %s of claim %s/%s, which was deleted during provisioning",
+                     resp->volume->volume_id, meta(pvc, "namespace"), meta(pvc, "name"));
+        csi__v1__create_volume_response__free_unpacked(resp, NULL);
+    } else if (st.code != CSI_OK &&
+               prov_classify(st.code, c->cfg.topology, prov_selected_node(pvc) != NULL) !=
+                   PROV_IN_BACKGROUND) {
+        /* A final answer: the driver holds no volume of that name. */
+        rc = 0;
+    }
+    prov_request_free(req);
+    prov_secret_refs_clear(&refs);
+    json_object_put(sc);
+    if (rc < 0)
+        return rc;
+    return remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+}
+
+static int remove_selected_node(prov_ctrl *c, const char *path)
+{
+    char patch[160];
+    snprintf(patch, sizeof(patch), "{\"metadata\":{\"annotations\":{\"%s\":null}}}",
+             ANN_SELECTED_NODE);
+    kube_resp r = {0};
+    int rc = kube_patch(c->o.kube, path, KUBE_PATCH_MERGE, patch, &r);
+    kube_resp_clear(&r);
+    return rc;
+}
+
+static int provision(prov_ctrl *c, json_object *pvc, const char *path, const char *volname)
+{
+    const char *class = prov_pvc_class(pvc);
+    json_object *sc = class ? kube_informer_get(c->classes, NULL, class) : NULL;
+    const char *lv[1];
+    class_label(sc, lv);
+    if (!sc) {
+        char *msg =
+            util_asprintf("storageclass.storage.k8s.io \"%s\" not found", class ? class : "");
+        event_failed(c, pvc, CSI_UNKNOWN, msg);
+        free(msg);
+        return -ENOENT;
+    }
+    const char *prov = jstr(sc, "provisioner");
+    if (!prov || strcmp(prov, c->cfg.driver_name) != 0) {
+        json_object_put(sc);
+        return 0; /* the class is someone else's */
+    }
+    util_duration start = util_now_mono();
+    kube_event(c->o.recorder, pvc, "Normal", "Provisioning",
+               "External provisioner is provisioning volume for claim \"%s/%s\"",
+               meta(pvc, "namespace"), meta(pvc, "name"));
+
+    Csi__V1__CreateVolumeRequest *req = NULL;
+    prov_secret_refs refs = {0};
+    prov_state state = PROV_FINAL;
+    int rc = plan_request(c, pvc, sc, &req, &refs, &state);
+    if (rc == 0)
+        rc = add_secrets(c, req, &refs.ref[PROV_SECRET_PROVISIONER]);
+    if (rc < 0) {
+        char *msg = util_strdup(util_err_last());
+        event_failed(c, pvc, CSI_UNKNOWN, msg);
+        obs_v(2, "claim %s: %s", path, msg);
+        free(msg);
+        if (state == PROV_RESCHEDULE && prov_selected_node(pvc)) {
+            remove_selected_node(c, path);
+            remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+            rc = 0;
+        }
+        obs_counter_add(c->provision_failed, lv, 1);
+        goto out;
+    }
+    csi_status st = {0};
+    Csi__V1__CreateVolumeResponse *resp = NULL;
+    rc = csi_create_volume(c->o.csi, req, c->o.timeout, &resp, &st);
+    if (rc < 0) {
+        state = prov_classify(st.code, c->cfg.topology, prov_selected_node(pvc) != NULL);
+        char *msg =
+            util_asprintf("rpc error: code = %s desc = %s", csi_code_name(st.code), st.message);
+        event_failed(c, pvc, st.code, msg);
+        obs_v(2, "CreateVolume for %s: %s (%s)", path, msg, prov_state_name(state));
+        free(msg);
+        obs_counter_add(c->provision_failed, lv, 1);
+        if (state == PROV_RESCHEDULE) {
+            remove_selected_node(c, path);
+            rc = 0;
+        } else if (prov_is_infeasible(st.code)) {
+            rc = SYNC_SLOW;
+        }
+        goto out;
+    }
+    int64_t capacity = 0;
+    rc = prov_check_response(&c->cfg, pvc, req, resp, &capacity);
+    if (rc < 0) {
+        char *check = util_strdup(util_err_last());
+        csi_status ds = {0};
+        Csi__V1__DeleteVolumeRequest dr = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
+        dr.volume_id = resp->volume ? resp->volume->volume_id : "";
+        dr.n_secrets = req->n_secrets;
+        dr.secrets = (Csi__V1__DeleteVolumeRequest__SecretsEntry **)req->secrets;
+        if (resp->volume && csi_delete_volume(c->o.csi, &dr, c->o.timeout, &ds) < 0) {
+            char *msg = prov_orphan_message(rc, check, volname, ds.message);
+            event_failed(c, pvc, CSI_UNKNOWN, msg);
+            free(msg);
+        } else {
+            event_failed(c, pvc, CSI_UNKNOWN, check);
+        }
+        free(check);
+        csi__v1__create_volume_response__free_unpacked(resp, NULL);
+        goto out;
+    }
+    json_object *pv = NULL;
+    rc = prov_build_pv(&c->cfg, pvc, sc, req, resp, &refs, &pv);
+    csi__v1__create_volume_response__free_unpacked(resp, NULL);
+    if (rc < 0) {
+        event_failed(c, pvc, CSI_UNKNOWN, util_err_last());
+        goto out;
+    }
+    kube_resp r = {0};
+    rc = kube_create(c->o.kube, "/api/v1/persistentvolumes", pv, &r);
+    if (rc < 0 && kube_is_already_exists(&r))
+        rc = 0;
+    if (rc < 0)
+        obs_warn("creating PV %s for claim %s: %s", volname, path, r.message);
+    kube_resp_clear(&r);
+    json_object_put(pv);
+    if (rc == 0) {
+        obs_info("successfully provisioned volume %s for claim %s", volname, path);
+        kube_event(c->o.recorder, pvc, "Normal", "ProvisioningSucceeded",
+                   "Successfully provisioned volume %s", volname);
+        obs_counter_add(c->provision_total, lv, 1);
+        obs_histogram_observe(c->provision_seconds, lv,
+                              (double)(util_now_mono() - start) / UTIL_SECOND);
+        rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+    }
+out:
+    prov_request_free(req);
+    prov_secret_refs_clear(&refs);
+    json_object_put(sc);
+    return rc;
+}
+
+static int sync_claim(prov_ctrl *c, const char *key)
+{
+    const char *slash = strchr(key, '/');
+    if (!slash)
+        return 0;
+    char *ns = strndup(key, (size_t)(slash - key));
+    json_object *pvc = kube_informer_get(c->pvcs, ns, slash + 1);
+    free(ns);
+    if (!pvc)
+        return 0;
+    int rc = 0;
+    char *path = pvc_path(pvc);
+    char *volname = NULL;
+    bool ours = finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0;
+    bool deleting = meta(pvc, "deletionTimestamp") != NULL;
+    const char *bound = jstr(jget(pvc, "spec"), "volumeName");
+    if (bound && *bound) {
+        if (ours)
+            rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+        goto out;
+    }
+    if (!ours && (deleting || !should_provision(c, pvc)))
+        goto out;
+    rc = prov_volume_name(&c->cfg, meta(pvc, "uid"), &volname);
+    if (rc < 0)
+        goto out;
+    /* A PV of ours for this claim means the work is done (a crash may have
+     * come between creating it and releasing the claim). */
+    /* The informer synced before the workers started, so a PV made before a
+     * restart is in the cache; one made moments ago by this process may not
+     * be yet, and then CreateVolume (idempotent) and the PV create
+     * (AlreadyExists) simply repeat. */
+    json_object *pv = kube_informer_get(c->pvs, NULL, volname);
+    if (pv) {
+        json_object_put(pv);
+        if (ours)
+            rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+        goto out;
+    }
+    if (deleting) {
+        rc = cleanup_deleted_claim(c, pvc, path);
+        goto out;
+    }
+    const char *class = prov_pvc_class(pvc);
+    json_object *sc = class ? kube_informer_get(c->classes, NULL, class) : NULL;
+    const char *mode = sc ? jstr(sc, "volumeBindingMode") : NULL;
+    bool wffc = mode && strcmp(mode, "WaitForFirstConsumer") == 0;
+    json_object_put(sc);
+    if (wffc && !prov_selected_node(pvc))
+        goto out; /* waits for the scheduler */
+    if (!ours) {
+        /* Record the intent first; the update event brings the claim back. */
+        rc = add_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+        goto out;
+    }
+    rc = provision(c, pvc, path, volname);
+out:
+    free(volname);
+    free(path);
+    json_object_put(pvc);
+    return rc;
+}
+
+/* ---- volumes -------------------------------------------------------------------- */
+
+struct attached {
+    char *node;
+};
+
+static void first_attachment(void *ud, json_object *va)
+{
+    struct attached *a = ud;
+    if (!a->node) {
+        const char *n = jstr(jget(va, "spec"), "nodeName");
+        a->node = util_strdup(n ? n : "");
+    }
+}
+
+static int sync_volume(prov_ctrl *c, const char *name)
+{
+    json_object *pv = kube_informer_get(c->pvs, NULL, name);
+    if (!pv)
+        return 0;
+    int rc = 0;
+    char *path = kube_path(&KUBE_PV, NULL, name, NULL);
+    const char *by = annotation(pv, ANN_PROVISIONED_BY);
+    json_object *csi = jget(jget(pv, "spec"), "csi");
+    const char *driver = jstr(csi, "driver");
+    if (!by || strcmp(by, c->cfg.driver_name) != 0 || !driver ||
+        strcmp(driver, c->cfg.driver_name) != 0)
+        goto out;
+    const char *policy = jstr(jget(pv, "spec"), "persistentVolumeReclaimPolicy");
+    bool has_fin = finalizer_index(pv, PV_FINALIZER) >= 0;
+    bool deleting = meta(pv, "deletionTimestamp") != NULL;
+    if (!policy || strcmp(policy, "Delete") != 0) {
+        /* Retain and Recycle never reach DeleteVolume: no finalizer. */
+        if (has_fin)
+            rc = remove_finalizer(c, path, pv, PV_FINALIZER);
+        goto out;
+    }
+    const char *phase = jstr(jget(pv, "status"), "phase");
+    if (!phase || strcmp(phase, "Released") != 0) {
+        if (!has_fin && !deleting)
+            rc = add_finalizer(c, path, pv, PV_FINALIZER);
+        goto out;
+    }
+    const char *sc_v[1];
+    const char *class = jstr(jget(pv, "spec"), "storageClassName");
+    sc_v[0] = class ? class : "";
+    if (c->vas) {
+        struct attached a = {NULL};
+        kube_informer_by_index(c->vas, "pv", name, first_attachment, &a);
+        if (a.node) {
+            kube_event(c->o.recorder, pv, "Warning", "VolumeFailedDelete",
+                       "persistentvolume %s is still attached to node %s", name, a.node);
+            free(a.node);
+            rc = -EBUSY;
+            goto out;
+        }
+    }
+    pthread_mutex_lock(&c->done_mu);
+    bool already = lh_table_lookup_entry(c->deleted, name) != NULL;
+    pthread_mutex_unlock(&c->done_mu);
+    if (already)
+        goto remove_pv;
+    util_duration start = util_now_mono();
+    json_object *secret_data = NULL;
+    const char *sname = annotation(pv, ANN_DELETE_SECRET_NAME);
+    const char *sns = annotation(pv, ANN_DELETE_SECRET_NS);
+    if (sname && *sname) {
+        char *spath = kube_path(&KUBE_SECRET, sns, sname, NULL);
+        kube_resp r = {0};
+        if (kube_get(c->o.kube, spath, &r) == 0)
+            secret_data = json_object_get(jget(r.body, "data"));
+        else
+            obs_warn("failed to get deletion secret %s/%s for %s: %s; deleting without it",
+                     sns ? sns : "", sname, name, r.message);
+        kube_resp_clear(&r);
+        free(spath);
+    }
+    csi_status st = {0};
+    rc = delete_volume(c, jstr(csi, "volumeHandle"), secret_data, &st);
+    json_object_put(secret_data);
+    if (rc < 0) {
+        kube_event(c->o.recorder, pv, "Warning", "VolumeFailedDelete",
+                   "rpc error: code = %s desc = %s", csi_code_name(st.code), st.message);
+        obs_counter_add(c->delete_failed, sc_v, 1);
+        goto out;
+    }
+    obs_counter_add(c->delete_total, sc_v, 1);
+    obs_histogram_observe(c->delete_seconds, sc_v, (double)(util_now_mono() - start) / UTIL_SECOND);
+    obs_info("deleted volume %s of PV %s", jstr(csi, "volumeHandle"), name);
+    pthread_mutex_lock(&c->done_mu);
+    if (!lh_table_lookup_entry(c->deleted, name))
+        lh_table_insert(c->deleted, util_strdup(name), NULL);
+    pthread_mutex_unlock(&c->done_mu);
+remove_pv:
+    if (!deleting) {
+        kube_resp r = {0};
+        rc = kube_delete(c->o.kube, path, NULL, &r);
+        if (rc < 0 && kube_is_not_found(&r))
+            rc = 0;
+        kube_resp_clear(&r);
+        if (rc < 0)
+            goto out;
+    }
+    rc = remove_finalizer(c, path, pv, PV_FINALIZER);
+out:
+    free(path);
+    json_object_put(pv);
+    return rc;
+}
+
+/* ---- wiring ----------------------------------------------------------------------- */
+
+static void claim_changed(void *ud, json_object *obj)
+{
+    prov_ctrl *c = ud;
+    char *key = kube_key(obj);
+    wq_add(c->claims, key);
+    free(key);
+}
+
+static void claim_updated(void *ud, json_object *old, json_object *obj)
+{
+    (void)old;
+    claim_changed(ud, obj);
+}
+
+static void volume_changed(void *ud, json_object *obj)
+{
+    prov_ctrl *c = ud;
+    wq_add(c->volumes, meta(obj, "name"));
+    /* The claim waits for its PV to release the in-progress finalizer. */
+    json_object *ref = jget(jget(obj, "spec"), "claimRef");
+    const char *ns = jstr(ref, "namespace"), *n = jstr(ref, "name");
+    if (ns && n) {
+        char *key = util_asprintf("%s/%s", ns, n);
+        wq_add(c->claims, key);
+        free(key);
+    }
+}
+
+static void volume_updated(void *ud, json_object *old, json_object *obj)
+{
+    (void)old;
+    volume_changed(ud, obj);
+}
+
+static void volume_deleted(void *ud, json_object *obj)
+{
+    prov_ctrl *c = ud;
+    const char *name = meta(obj, "name");
+    if (!name)
+        return;
+    pthread_mutex_lock(&c->done_mu);
+    lh_table_delete(c->deleted, name);
+    pthread_mutex_unlock(&c->done_mu);
+}
+
+static void free_key(struct lh_entry *e)
+{
+    free(lh_entry_k(e));
+}
+
+static void slim_pvc(void *ud, json_object *obj)
+{
+    (void)ud;
+    json_object *m = jget(obj, "metadata"), *a = jget(m, "annotations");
+    json_object_object_del(m, "managedFields");
+    json_object_object_del(a, "kubectl.kubernetes.io/last-applied-configuration");
+    json_object_object_del(obj, "status");
+}
+
+static void slim_pv(void *ud, json_object *obj)
+{
+    (void)ud;
+    json_object *m = jget(obj, "metadata"), *a = jget(m, "annotations");
+    json_object_object_del(m, "managedFields");
+    json_object_object_del(a, "kubectl.kubernetes.io/last-applied-configuration");
+    json_object *csi = jget(jget(obj, "spec"), "csi");
+    json_object_object_del(csi, "volumeAttributes");
+}
+
+static void slim_meta(void *ud, json_object *obj)
+{
+    (void)ud;
+    json_object_object_del(jget(obj, "metadata"), "managedFields");
+}
+
+static void va_by_pv(const json_object *obj, void (*add)(void *ctx, const char *key), void *ctx)
+{
+    const char *pv = jstr(jget(jget(obj, "spec"), "source"), "persistentVolumeName");
+    if (pv)
+        add(ctx, pv);
+}
+
+struct worker {
+    prov_ctrl *c;
+    wq *q;
+    int (*sync)(prov_ctrl *c, const char *key);
+};
+
+static void *work(void *arg)
+{
+    struct worker *w = arg;
+    char *key = NULL;
+    while (wq_get(w->q, &key) == 0) {
+        int rc = w->sync(w->c, key);
+        if (rc == 0)
+            wq_forget(w->q, key);
+        else if (rc == SYNC_SLOW)
+            wq_add_after(w->q, key, w->c->o.retry_max);
+        else
+            wq_add_rate_limited(w->q, key);
+        wq_done(w->q, key);
+        free(key);
+    }
+    free(w);
+    return NULL;
+}
+
+static int informer(prov_ctrl *c, const kube_resource *res, void (*slim)(void *, json_object *),
+                    kube_handlers h, kube_informer **out)
+{
+    kube_informer_opts o = {.res = res, .transform = slim, .handlers = h};
+    return kube_informer_new(c->o.kube, &o, out);
+}
+
+int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctrl **out)
+{
+    *out = NULL;
+    prov_ctrl *c = util_calloc(1, sizeof(*c));
+    c->o = *opts;
+    c->cfg = *cfg;
+    pthread_mutex_init(&c->done_mu, NULL);
+    c->deleted = lh_kchar_table_new(64, free_key);
+    obs_registry *m = opts->metrics;
+    static const char *const cls[] = {"class", NULL};
+    static const double buckets[] = {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10};
+    c->provision_total = obs_counter_new(m, "controller_persistentvolumeclaim_provision_total",
+                                         "Total number of persistent volumes provisioned "
+                                         "successfully, by storage class.",
+                                         cls);
+    c->provision_failed =
+        obs_counter_new(m, "controller_persistentvolumeclaim_provision_failed_total",
+                        "Total number of failed provisioning attempts, by storage class.", cls);
+    c->provision_seconds = obs_histogram_new(
+        m, "controller_persistentvolumeclaim_provision_duration_seconds",
+        "Time to provision a volume, from the first attempt, in seconds, by storage class.", cls,
+        buckets, sizeof(buckets) / sizeof(buckets[0]));
+    c->delete_total = obs_counter_new(m, "controller_persistentvolume_delete_total",
+                                      "Total number of persistent volumes deleted successfully, "
+                                      "by storage class.",
+                                      cls);
+    c->delete_failed =
+        obs_counter_new(m, "controller_persistentvolume_delete_failed_total",
+                        "Total number of failed delete attempts, by storage class.", cls);
+    c->delete_seconds = obs_histogram_new(m, "controller_persistentvolume_delete_duration_seconds",
+                                          "Time to delete a volume, in seconds, by storage class.",
+                                          cls, buckets, sizeof(buckets) / sizeof(buckets[0]));
+
+    wq_opts qo = {.name = "claims",
+                  .base_delay = opts->retry_start,
+                  .max_delay = opts->retry_max,
+                  .metrics = m};
+    c->claims = wq_new(&qo);
+    qo.name = "volumes";
+    c->volumes = wq_new(&qo);
+
+    int rc = informer(c, &KUBE_PVC, slim_pvc,
+                      (kube_handlers){claim_changed, claim_updated, NULL, c}, &c->pvcs);
+    if (rc == 0)
+        rc = informer(c, &KUBE_PV, slim_pv,
+                      (kube_handlers){volume_changed, volume_updated, volume_deleted, c}, &c->pvs);
+    if (rc == 0)
+        rc = informer(c, &KUBE_STORAGECLASS, slim_meta, (kube_handlers){0}, &c->classes);
+    if (rc == 0 && cfg->topology) {
+        rc = informer(c, &KUBE_NODE, slim_meta, (kube_handlers){0}, &c->nodes);
+        if (rc == 0)
+            rc = informer(c, &KUBE_CSINODE, slim_meta, (kube_handlers){0}, &c->csinodes);
+    }
+    if (rc == 0 && opts->publish_unpublish) {
+        rc = informer(c, &KUBE_VOLUMEATTACHMENT, slim_meta, (kube_handlers){0}, &c->vas);
+        if (rc == 0)
+            rc = kube_informer_add_index(c->vas, "pv", va_by_pv);
+    }
+    kube_informer *all[] = {c->classes, c->nodes, c->csinodes, c->vas, c->pvs, c->pvcs};
+    for (size_t i = 0; rc == 0 && i < sizeof(all) / sizeof(all[0]); i++)
+        if (all[i])
+            rc = kube_informer_start(all[i]);
+    for (size_t i = 0; rc == 0 && i < sizeof(all) / sizeof(all[0]); i++)
+        if (all[i])
+            rc = kube_informer_wait_for_sync(all[i], 5 * UTIL_MINUTE);
+    if (rc < 0) {
+        prov_ctrl_stop(c);
+        return rc;
+    }
+    int n = opts->workers > 0 ? opts->workers : 1;
+    c->threads = util_calloc((size_t)(2 * n), sizeof(pthread_t));
+    for (int i = 0; i < 2 * n; i++) {
+        struct worker *w = util_calloc(1, sizeof(*w));
+        w->c = c;
+        w->q = i < n ? c->claims : c->volumes;
+        w->sync = i < n ? sync_claim : sync_volume;
+        if (pthread_create(&c->threads[i], NULL, work, w) != 0) {
+            free(w);
+            break;
+        }
+        c->n_threads++;
+    }
+    obs_info("provisioner started: %d claim and %d volume workers", n, n);
+    *out = c;
+    return 0;
+}
+
+void prov_ctrl_stop(prov_ctrl *c)
+{
+    if (!c)
+        return;
+    /* Stop the sources first, then let the workers finish what they hold. */
+    kube_informer *all[] = {c->pvcs, c->pvs, c->classes, c->nodes, c->csinodes, c->vas};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        kube_informer_stop(all[i]);
+    wq_shutdown(c->claims, false);
+    wq_shutdown(c->volumes, false);
+    for (int i = 0; i < c->n_threads; i++)
+        pthread_join(c->threads[i], NULL);
+    free(c->threads);
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        kube_informer_free(all[i]);
+    wq_free(c->claims);
+    wq_free(c->volumes);
+    lh_table_free(c->deleted);
+    pthread_mutex_destroy(&c->done_mu);
+    free(c);
+}

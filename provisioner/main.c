@@ -1,0 +1,323 @@
+/*
+ * csi-provisioner: flags with external-provisioner's names and defaults,
+ * start-up checks, then the controllers (controller.c) while this replica
+ * leads. Misconfiguration exits 1 with one line saying what to fix.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "provisioner.h"
+#include "sidecar/sidecar.h"
+
+#ifndef SIDECAR_VERSION
+#define SIDECAR_VERSION "unknown"
+#endif
+
+struct flags {
+    sidecar_flags common;
+    const char *volume_name_prefix;
+    int volume_name_uuid_length;
+    util_duration retry_start, retry_max;
+    int worker_threads;
+    int cloning_protection_threads;
+    util_duration snapshot_orphan_sweep_interval;
+    int capacity_threads;
+    util_duration timeout;
+    bool strict_topology, immediate_topology, extra_create_metadata, enable_pprof;
+    const char *default_fstype;
+    double capacity_qps;
+    int capacity_burst;
+    bool enable_capacity, capacity_for_immediate_binding;
+    util_duration capacity_poll_interval;
+    int capacity_ownerref_level;
+    bool node_deployment, node_deployment_immediate_binding;
+    util_duration node_deployment_base_delay, node_deployment_max_delay;
+    bool controller_publish_readonly, prevent_volume_mode_conversion;
+    const char *feature_gates;
+};
+
+static void die(const char *msg)
+{
+    fprintf(stderr, "csi-provisioner: %s\n", msg);
+    exit(1);
+}
+
+static void add_flags(util_flags *f, struct flags *fl)
+{
+    sidecar_flags_add(f, &fl->common,
+                      SIDECAR_FLAGS_CSI | SIDECAR_FLAGS_KUBE | SIDECAR_FLAGS_LEADER |
+                          SIDECAR_FLAGS_HTTP);
+    fl->volume_name_prefix = "pvc";
+    fl->volume_name_uuid_length = -1;
+    fl->retry_start = UTIL_SECOND;
+    fl->retry_max = 5 * UTIL_MINUTE;
+    fl->worker_threads = 100;
+    fl->cloning_protection_threads = 1;
+    fl->snapshot_orphan_sweep_interval = 5 * UTIL_MINUTE;
+    fl->capacity_threads = 1;
+    fl->timeout = 10 * UTIL_SECOND;
+    fl->immediate_topology = true;
+    fl->default_fstype = "";
+    fl->capacity_qps = 1;
+    fl->capacity_burst = 5;
+    fl->capacity_poll_interval = UTIL_MINUTE;
+    fl->capacity_ownerref_level = 1;
+    fl->node_deployment_immediate_binding = true;
+    fl->node_deployment_base_delay = 20 * UTIL_SECOND;
+    fl->node_deployment_max_delay = 60 * UTIL_SECOND;
+    fl->prevent_volume_mode_conversion = true;
+    fl->feature_gates = "";
+    util_flags_string(f, "master", &fl->common.master,
+                      "Master URL to build a client config from. Either this or kubeconfig needs "
+                      "to be set if the provisioner is being run out of cluster.");
+    util_flags_string(f, "volume-name-prefix", &fl->volume_name_prefix,
+                      "Prefix to apply to the name of a created volume.");
+    util_flags_int(f, "volume-name-uuid-length", &fl->volume_name_uuid_length,
+                   "Truncates generated UUID of a created volume to this length. Defaults behavior "
+                   "is to NOT truncate.");
+    util_flags_duration(f, "retry-interval-start", &fl->retry_start,
+                        "Initial retry interval of failed provisioning or deletion. It doubles "
+                        "with each failure, up to retry-interval-max.");
+    util_flags_duration(f, "retry-interval-max", &fl->retry_max,
+                        "Maximum retry interval of failed provisioning or deletion.");
+    util_flags_int(f, "worker-threads", &fl->worker_threads,
+                   "Number of provisioner worker threads, in other words nr. of simultaneous CSI "
+                   "calls.");
+    util_flags_int(f, "cloning-protection-threads", &fl->cloning_protection_threads,
+                   "Number of simultaneously running threads, handling cloning finalizer removal "
+                   "(accepted; clone sources are not supported yet, see README)");
+    util_flags_duration(f, "snapshot-orphan-sweep-interval", &fl->snapshot_orphan_sweep_interval,
+                        "Interval of the sweeper for orphaned snapshot-source finalizers "
+                        "(accepted; snapshot sources are not supported yet, see README)");
+    util_flags_int(f, "capacity-threads", &fl->capacity_threads,
+                   "Number of simultaneously running threads, handling CSIStorageCapacity objects");
+    util_flags_duration(f, "timeout", &fl->timeout,
+                        "Timeout for waiting for creation or deletion "
+                        "of a volume");
+    util_flags_bool(f, "strict-topology", &fl->strict_topology,
+                    "Late binding: pass only selected node topology to CreateVolume Request, "
+                    "unlike default behavior of passing aggregated cluster topologies that match "
+                    "with topology keys of the selected node.");
+    util_flags_bool(f, "immediate-topology", &fl->immediate_topology,
+                    "Immediate binding: pass aggregated cluster topologies for all nodes where "
+                    "the CSI driver is available (enabled, the default) or no topology "
+                    "requirements (if disabled).");
+    util_flags_bool(f, "extra-create-metadata", &fl->extra_create_metadata,
+                    "If set, add pv/pvc metadata to plugin create requests as parameters.");
+    util_flags_bool(f, "enable-pprof", &fl->enable_pprof,
+                    "Accepted for compatibility; there is no Go profiler here.");
+    util_flags_string(f, "default-fstype", &fl->default_fstype,
+                      "The default filesystem type of the volume to provision when fstype is "
+                      "unspecified in the StorageClass.");
+    util_flags_double(f, "kube-api-capacity-qps", &fl->capacity_qps,
+                      "QPS to use for storage capacity updates while communicating with the "
+                      "kubernetes apiserver.");
+    util_flags_int(f, "kube-api-capacity-burst", &fl->capacity_burst,
+                   "Burst to use for storage capacity updates while communicating with the "
+                   "kubernetes apiserver.");
+    util_flags_bool(f, "enable-capacity", &fl->enable_capacity,
+                    "This enables producing CSIStorageCapacity objects with capacity information "
+                    "from the driver's GetCapacity call (not supported yet: refused at start).");
+    util_flags_bool(f, "capacity-for-immediate-binding", &fl->capacity_for_immediate_binding,
+                    "Enables producing capacity information for storage classes with immediate "
+                    "binding.");
+    util_flags_duration(f, "capacity-poll-interval", &fl->capacity_poll_interval,
+                        "How long the external-provisioner waits before checking for storage "
+                        "capacity changes.");
+    util_flags_int(f, "capacity-ownerref-level", &fl->capacity_ownerref_level,
+                   "The level indicates the number of objects that need to be traversed starting "
+                   "from the pod identified by the POD_NAME and NAMESPACE environment variables "
+                   "to reach the owning object for CSIStorageCapacity objects.");
+    util_flags_bool(f, "node-deployment", &fl->node_deployment,
+                    "Enables deploying the external-provisioner together with a CSI driver on "
+                    "nodes to manage node-local volumes (not supported yet: refused at start).");
+    util_flags_bool(f, "node-deployment-immediate-binding", &fl->node_deployment_immediate_binding,
+                    "Determines whether immediate binding is supported when deployed on each "
+                    "node.");
+    util_flags_duration(f, "node-deployment-base-delay", &fl->node_deployment_base_delay,
+                        "Determines how long the external-provisioner sleeps initially before "
+                        "trying to own a PVC with immediate binding.");
+    util_flags_duration(f, "node-deployment-max-delay", &fl->node_deployment_max_delay,
+                        "Determines how long the external-provisioner sleeps at most before "
+                        "trying to own a PVC with immediate binding.");
+    util_flags_bool(f, "controller-publish-readonly", &fl->controller_publish_readonly,
+                    "This option enables PV to be marked as readonly at controller publish volume "
+                    "call if PVC accessmode has been set to ROX.");
+    util_flags_bool(f, "prevent-volume-mode-conversion", &fl->prevent_volume_mode_conversion,
+                    "Prevents an unauthorised user from modifying the volume mode when creating a "
+                    "PVC from an existing VolumeSnapshot.");
+    util_flags_string(
+        f, "feature-gates", &fl->feature_gates,
+        "A set of key=value pairs that describe feature gates: Topology=true|false, "
+        "VolumeAttributesClass=true|false, CrossNamespaceVolumeDataSource=true|false, "
+        "ReleaseLeaderElectionOnExit=true|false.");
+}
+
+struct gates {
+    bool topology, vac, cross_ns, release;
+};
+
+static void parse_gates(const char *s, struct gates *g)
+{
+    g->topology = true;
+    g->vac = true;
+    char *copy = util_strdup(s ? s : "");
+    for (char *save = NULL, *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq)
+            die("--feature-gates: expected key=true|false");
+        *eq = '\0';
+        bool on;
+        if (strcmp(eq + 1, "true") == 0)
+            on = true;
+        else if (strcmp(eq + 1, "false") == 0)
+            on = false;
+        else
+            die("--feature-gates: values must be true or false");
+        if (strcmp(kv, "Topology") == 0)
+            g->topology = on;
+        else if (strcmp(kv, "VolumeAttributesClass") == 0)
+            g->vac = on;
+        else if (strcmp(kv, "CrossNamespaceVolumeDataSource") == 0)
+            g->cross_ns = on;
+        else if (strcmp(kv, "ReleaseLeaderElectionOnExit") == 0)
+            g->release = on;
+        else {
+            char *msg = util_asprintf("--feature-gates: unrecognized feature gate: %s", kv);
+            die(msg);
+        }
+    }
+    free(copy);
+}
+
+static const char *lock_name(void *ud, const char *driver)
+{
+    char *n = ud;
+    snprintf(n, 256, "%s", driver);
+    for (char *p = n; *p; p++)
+        if (*p == '/')
+            *p = '-';
+    return n;
+}
+
+struct run_ctx {
+    prov_ctrl_opts opts;
+    prov_config cfg;
+    prov_ctrl *ctrl;
+};
+
+static void run(void *ud)
+{
+    struct run_ctx *r = ud;
+    if (prov_ctrl_start(&r->opts, &r->cfg, &r->ctrl) < 0)
+        obs_fatal_exit("cannot start the provisioner: %s", util_err_last());
+}
+
+int main(int argc, char **argv)
+{
+    util_flags *f = util_flags_new("csi-provisioner", SIDECAR_VERSION);
+    struct flags fl = {0};
+    add_flags(f, &fl);
+    util_flags_parse_or_exit(f, argc, argv);
+    if (sidecar_flags_check(f, &fl.common) < 0)
+        die(util_err_last());
+    if (!fl.volume_name_prefix || !*fl.volume_name_prefix)
+        die("--volume-name-prefix must not be empty");
+    if (fl.volume_name_uuid_length < -1 || fl.volume_name_uuid_length == 0 ||
+        fl.volume_name_uuid_length > 32)
+        die("--volume-name-uuid-length must be -1 or between 1 and 32");
+    if (fl.worker_threads < 1)
+        die("--worker-threads must be at least 1");
+    if (fl.enable_capacity)
+        die("--enable-capacity is not supported yet by this provisioner (see the README)");
+    if (fl.node_deployment)
+        die("--node-deployment is not supported yet by this provisioner (see the README)");
+    struct gates g = {0};
+    parse_gates(fl.feature_gates, &g);
+    obs_info("Version: %s", SIDECAR_VERSION);
+
+    char lock[256];
+    sidecar_opts so = {.component = "external-provisioner",
+                       .version = SIDECAR_VERSION,
+                       .which = SIDECAR_FLAGS_CSI | SIDECAR_FLAGS_KUBE | SIDECAR_FLAGS_LEADER |
+                                SIDECAR_FLAGS_HTTP,
+                       .timeout = fl.timeout,
+                       .exit_on_csi_loss = true,
+                       .probe = true,
+                       .kubeconfig_env = true,
+                       .healthz = true,
+                       .release_on_exit = g.release,
+                       .lock_name = lock_name,
+                       .ud = lock};
+    sidecar *s = NULL;
+    if (sidecar_start(&fl.common, &so, &s) < 0)
+        die(util_err_last());
+
+    csi_caps caps = {0};
+    csi_status st;
+    Csi__V1__GetPluginCapabilitiesResponse *pc = NULL;
+    Csi__V1__ControllerGetCapabilitiesResponse *cc = NULL;
+    if (csi_get_plugin_capabilities(sidecar_csi(s), fl.timeout, &pc, &st) < 0) {
+        fprintf(stderr, "csi-provisioner: error getting CSI driver capabilities: %s\n", st.message);
+        return 1;
+    }
+    csi_caps_from_plugin(&caps, pc);
+    csi__v1__get_plugin_capabilities_response__free_unpacked(pc, NULL);
+    if (csi_controller_get_capabilities(sidecar_csi(s), fl.timeout, &cc, &st) < 0) {
+        fprintf(stderr, "csi-provisioner: error getting CSI driver controller capabilities: %s\n",
+                st.message);
+        return 1;
+    }
+    csi_caps_from_controller(&caps, cc);
+    csi__v1__controller_get_capabilities_response__free_unpacked(cc, NULL);
+    if (!CSI_CAP(caps.plugin, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE) ||
+        !CSI_CAP(caps.controller,
+                 CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME))
+        die("CSI driver does not support dynamic provisioning: plugin CONTROLLER_SERVICE or "
+            "controller CREATE_DELETE_VOLUME capability is not reported");
+
+    struct run_ctx r = {0};
+    r.cfg.driver_name = sidecar_driver_name(s);
+    r.cfg.volume_name_prefix = fl.volume_name_prefix;
+    r.cfg.volume_name_uuid_length = fl.volume_name_uuid_length;
+    r.cfg.extra_create_metadata = fl.extra_create_metadata;
+    r.cfg.default_fstype = fl.default_fstype;
+    r.cfg.strict_topology = fl.strict_topology;
+    r.cfg.immediate_topology = fl.immediate_topology;
+    r.cfg.controller_publish_readonly = fl.controller_publish_readonly;
+    r.cfg.cross_namespace_source = g.cross_ns;
+    r.cfg.vac_enabled = false; /* VolumeAttributesClass: see the README */
+    prov_config_set_caps(&r.cfg, &caps, g.topology);
+    unsigned rnd = 0;
+    if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        rnd = 0;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char *identity = prov_identity((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+                                   (int)(rnd % 10000), r.cfg.driver_name, NULL);
+    r.cfg.identity = identity;
+    r.opts = (prov_ctrl_opts){
+        .csi = sidecar_csi(s),
+        .kube = sidecar_kube(s),
+        .recorder = sidecar_recorder(s),
+        .metrics = sidecar_metrics(s),
+        .timeout = fl.timeout,
+        .retry_start = fl.retry_start,
+        .retry_max = fl.retry_max,
+        .workers = fl.worker_threads,
+        .publish_unpublish =
+            CSI_CAP(caps.controller,
+                    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME),
+    };
+    if (sidecar_serve(s, run, &r) < 0)
+        die(util_err_last());
+    sidecar_wait(s);
+    prov_ctrl_stop(r.ctrl);
+    sidecar_free(s);
+    free(identity);
+    util_flags_free(f);
+    return 0;
+}
