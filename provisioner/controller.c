@@ -389,6 +389,15 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         json_object_put(sc);
         return 0; /* the class is someone else's */
     }
+    json_object *spec = jget(pvc, "spec");
+    if (jget(spec, "dataSource") || jget(spec, "dataSourceRef")) {
+        /* Creating an empty volume for a clone or restore would lose data. */
+        event_failed(c, pvc, CSI_UNKNOWN,
+                     "data sources (volume clones and snapshot restores) are not supported by "
+                     "this provisioner yet");
+        json_object_put(sc);
+        return SYNC_SLOW;
+    }
     util_duration start = util_now_mono();
     kube_event(c->o.recorder, pvc, "Normal", "Provisioning",
                "External provisioner is provisioning volume for claim \"%s/%s\"",
