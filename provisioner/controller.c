@@ -389,15 +389,6 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         json_object_put(sc);
         return 0; /* the class is someone else's */
     }
-    json_object *spec = jget(pvc, "spec");
-    if (jget(spec, "dataSource") || jget(spec, "dataSourceRef")) {
-        /* Creating an empty volume for a clone or restore would lose data. */
-        event_failed(c, pvc, CSI_UNKNOWN,
-                     "data sources (volume clones and snapshot restores) are not supported by "
-                     "this provisioner yet");
-        json_object_put(sc);
-        return SYNC_SLOW;
-    }
     util_duration start = util_now_mono();
     kube_event(c->o.recorder, pvc, "Normal", "Provisioning",
                "External provisioner is provisioning volume for claim \"%s/%s\"",
@@ -542,6 +533,17 @@ static int sync_claim(prov_ctrl *c, const char *key)
     json_object_put(sc);
     if (wffc && !prov_selected_node(pvc))
         goto out; /* waits for the scheduler */
+    json_object *spec = jget(pvc, "spec");
+    if (jget(spec, "dataSource") || jget(spec, "dataSourceRef")) {
+        /* Creating an empty volume for a clone or restore would lose data. */
+        event_failed(c, pvc, CSI_UNKNOWN,
+                     "data sources (volume clones and snapshot restores) are not supported by "
+                     "this provisioner yet");
+        rc = ours ? remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS) : 0;
+        if (rc == 0)
+            rc = SYNC_SLOW;
+        goto out;
+    }
     if (!ours) {
         /* Record the intent first; the update event brings the claim back. */
         rc = add_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
