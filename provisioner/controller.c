@@ -37,6 +37,10 @@
 #define ANN_DELETE_SECRET_NAME "volume.kubernetes.io/provisioner-deletion-secret-name"
 #define ANN_DELETE_SECRET_NS   "volume.kubernetes.io/provisioner-deletion-secret-namespace"
 
+#define CLONE_FINALIZER       "provisioner.storage.kubernetes.io/cloning-protection"
+#define SNAPSHOT_FINALIZER    "provisioner.storage.kubernetes.io/volumesnapshot-as-source-protection"
+#define ANN_ALLOW_MODE_CHANGE "snapshot.storage.k8s.io/allow-volume-mode-change"
+
 /* Returned by a sync that must wait --retry-interval-max (infeasible). */
 #define SYNC_SLOW 1
 
@@ -117,6 +121,13 @@ static int add_finalizer(prov_ctrl *c, const char *path, const json_object *obj,
     kube_resp_clear(&r);
     free(patch);
     return rc;
+}
+
+/* add_finalizer unless it is there already. */
+static int add_finalizer_idempotent(prov_ctrl *c, const char *path, const json_object *obj,
+                                    const char *fin)
+{
+    return finalizer_index(obj, fin) >= 0 ? 0 : add_finalizer(c, path, obj, fin);
 }
 
 static int remove_at(prov_ctrl *c, const char *path, int i, const char *fin, kube_resp *r)
@@ -217,10 +228,11 @@ static void event_failed(prov_ctrl *c, const json_object *pvc, int code, const c
 
 /* Builds the CreateVolumeRequest from the caches; -errno with *state set. */
 static int plan_request(prov_ctrl *c, const json_object *pvc, const json_object *sc,
+                        prov_source_kind kind, const char *source_id,
                         Csi__V1__CreateVolumeRequest **req, prov_secret_refs *refs,
                         prov_state *state)
 {
-    prov_request_in in = {.pvc = pvc, .sc = sc};
+    prov_request_in in = {.pvc = pvc, .sc = sc, .source = kind, .source_id = source_id};
     const char *node = prov_selected_node(pvc);
     json_object *node_obj = NULL, *csinode = NULL, *keys = NULL;
     struct node_list nodes = {NULL};
@@ -301,6 +313,221 @@ static void class_label(const json_object *sc, const char **v)
     v[0] = n ? n : "";
 }
 
+/* ---- data sources ------------------------------------------------------------------ */
+
+/* The claim's data source: spec.dataSourceRef, else spec.dataSource. */
+static json_object *data_source(const json_object *pvc)
+{
+    json_object *spec = jget(pvc, "spec");
+    json_object *ref = jget(spec, "dataSourceRef");
+    return ref ? ref : jget(spec, "dataSource");
+}
+
+struct source {
+    prov_source_kind kind;
+    char *id;
+    char *path;       /* the source object's API path, for its finalizer */
+    json_object *obj; /* the source object (PVC or VolumeSnapshot) */
+};
+
+static void source_clear(struct source *src)
+{
+    free(src->id);
+    free(src->path);
+    json_object_put(src->obj);
+    memset(src, 0, sizeof(*src));
+}
+
+static int64_t quantity_of(json_object *q)
+{
+    int64_t v = 0;
+    if (q && json_object_is_type(q, json_type_string) &&
+        prov_quantity_parse(json_object_get_string(q), &v) == 0)
+        return v;
+    return 0;
+}
+
+/* A clone: the source claim, bound, same class, handled by our driver. */
+static int resolve_clone(prov_ctrl *c, const json_object *pvc, const char *name, struct source *src)
+{
+    const char *ns = meta(pvc, "namespace");
+    json_object *spvc = kube_informer_get(c->pvcs, ns, name);
+    if (!spvc)
+        return util_err_set(-ENOENT,
+                            "error getting handle for DataSource Type PersistentVolumeClaim by "
+                            "Name %s: error getting PVC %s (namespace \"%s\") from api server: "
+                            "persistentvolumeclaims \"%s\" not found",
+                            name, name, ns, name);
+    const char *vol = jstr(jget(spvc, "spec"), "volumeName");
+    const char *want_class = prov_pvc_class(pvc), *src_class = prov_pvc_class(spvc);
+    int rc = 0;
+    if (!vol || !*vol) {
+        rc = util_err_set(-EAGAIN, "the PVC DataSource %s is not bound", name);
+    } else if (!want_class || !src_class || strcmp(want_class, src_class) != 0) {
+        rc = util_err_set(-EINVAL,
+                          "the source PVC and destination PVCs must be in the same "
+                          "storage class for cloning.  Source is in %s, but new PVC is in "
+                          "%s",
+                          src_class ? src_class : "", want_class ? want_class : "");
+    }
+    json_object *pv = rc == 0 ? kube_informer_get(c->pvs, NULL, vol) : NULL;
+    if (rc == 0 && !pv)
+        rc = util_err_set(-EAGAIN, "error getting PV %s from api server", vol);
+    const char *driver = pv ? jstr(jget(jget(pv, "spec"), "csi"), "driver") : NULL;
+    if (rc == 0 && (!driver || strcmp(driver, c->cfg.driver_name) != 0))
+        rc = util_err_set(-EINVAL, "the source PVC and destination PVCs must be handled by the "
+                                   "same driver for cloning");
+    int64_t want = 0;
+    prov_pvc_request_bytes(pvc, &want);
+    int64_t have = pv ? quantity_of(jget(jget(jget(pv, "spec"), "capacity"), "storage")) : 0;
+    if (rc == 0 && want < have)
+        rc = util_err_set(-EINVAL,
+                          "error, new PVC request must be greater than or equal in size "
+                          "to the specified PVC data source, requested %lld but source "
+                          "is %lld",
+                          (long long)want, (long long)have);
+    if (rc == 0) {
+        src->kind = PROV_SOURCE_VOLUME;
+        src->id = util_strdup(jstr(jget(jget(pv, "spec"), "csi"), "volumeHandle"));
+        src->path = kube_path(&KUBE_PVC, ns, name, NULL);
+        src->obj = json_object_get(spvc);
+    }
+    json_object_put(pv);
+    json_object_put(spvc);
+    return rc;
+}
+
+/* A restore: a ready VolumeSnapshot whose content belongs to our driver. */
+static int resolve_snapshot(prov_ctrl *c, const json_object *pvc, const char *name,
+                            struct source *src)
+{
+    const char *ns = meta(pvc, "namespace");
+    char *path = kube_path(&KUBE_VOLUMESNAPSHOT, ns, name, NULL);
+    kube_resp r = {0};
+    int rc = kube_get(c->o.kube, path, &r);
+    if (rc < 0) {
+        rc =
+            util_err_set(-EAGAIN, "error getting snapshot %s from api server: %s", name, r.message);
+        goto out;
+    }
+    json_object *st = jget(r.body, "status");
+    json_object *ready = jget(st, "readyToUse");
+    const char *content = jstr(st, "boundVolumeSnapshotContentName");
+    if (!ready || !json_object_get_boolean(ready) || !content) {
+        rc = util_err_set(-EAGAIN, "snapshot %s is not Ready", name);
+        goto out;
+    }
+    int64_t want = 0, restore = quantity_of(jget(st, "restoreSize"));
+    prov_pvc_request_bytes(pvc, &want);
+    if (restore > 0 && want < restore) {
+        rc = util_err_set(-EINVAL,
+                          "requested volume size %lld is less than the size %lld for the "
+                          "source snapshot %s",
+                          (long long)want, (long long)restore, name);
+        goto out;
+    }
+    char *cpath = kube_path(&KUBE_VOLUMESNAPSHOTCONTENT, NULL, content, NULL);
+    kube_resp cr = {0};
+    rc = kube_get(c->o.kube, cpath, &cr);
+    free(cpath);
+    if (rc < 0) {
+        rc = util_err_set(-EAGAIN, "error getting snapshot content %s: %s", content, cr.message);
+        kube_resp_clear(&cr);
+        goto out;
+    }
+    const char *driver = jstr(jget(cr.body, "spec"), "driver");
+    const char *handle = jstr(jget(cr.body, "status"), "snapshotHandle");
+    const char *src_mode = jstr(jget(cr.body, "spec"), "sourceVolumeMode");
+    const char *mode = jstr(jget(pvc, "spec"), "volumeMode");
+    const char *allow = annotation(cr.body, ANN_ALLOW_MODE_CHANGE);
+    if (!driver || strcmp(driver, c->cfg.driver_name) != 0)
+        rc = util_err_set(-EINVAL,
+                          "driver name %s defined in content %s does not match the "
+                          "driver %s",
+                          driver ? driver : "", content, c->cfg.driver_name);
+    else if (!handle)
+        rc = util_err_set(-EAGAIN, "snapshot handle %s is not available", content);
+    else if (c->o.prevent_volume_mode_conversion && src_mode &&
+             strcmp(src_mode, mode ? mode : "Filesystem") != 0 &&
+             !(allow && strcmp(allow, "true") == 0))
+        rc = util_err_set(-EINVAL,
+                          "requested volume %s/%s modifies the mode of the source "
+                          "volume but does not have permission to do so. %s annotation "
+                          "is not present on snapshotcontent %s",
+                          ns, meta(pvc, "name"), ANN_ALLOW_MODE_CHANGE, content);
+    if (rc == 0) {
+        src->kind = PROV_SOURCE_SNAPSHOT;
+        src->id = util_strdup(handle);
+        src->path = path;
+        path = NULL;
+        src->obj = json_object_get(r.body);
+    }
+    kube_resp_clear(&cr);
+out:
+    kube_resp_clear(&r);
+    free(path);
+    return rc;
+}
+
+/* 0 with src filled (kind NONE without a source); 1: not ours (a populator's). */
+static int resolve_source(prov_ctrl *c, const json_object *pvc, struct source *src)
+{
+    memset(src, 0, sizeof(*src));
+    json_object *ds = data_source(pvc);
+    if (!ds)
+        return 0;
+    const char *kind = jstr(ds, "kind"), *group = jstr(ds, "apiGroup"), *name = jstr(ds, "name");
+    if (!kind || !name)
+        return 0;
+    if (strcmp(kind, "PersistentVolumeClaim") == 0 && (!group || !*group))
+        return resolve_clone(c, pvc, name, src);
+    if (strcmp(kind, "VolumeSnapshot") == 0 && group &&
+        strcmp(group, "snapshot.storage.k8s.io") == 0)
+        return resolve_snapshot(c, pvc, name, src);
+    return 1;
+}
+
+struct pending_use {
+    const char *ns, *kind, *name;
+    const char *except; /* a claim being done with it */
+    bool used;
+};
+
+static void check_use(void *ud, json_object *pvc)
+{
+    struct pending_use *u = ud;
+    json_object *ds = data_source(pvc);
+    const char *k = jstr(ds, "kind"), *n = jstr(ds, "name"), *ns = meta(pvc, "namespace");
+    const char *vol = jstr(jget(pvc, "spec"), "volumeName");
+    if (!k || !n || !ns || strcmp(k, u->kind) != 0 || strcmp(n, u->name) != 0 ||
+        strcmp(ns, u->ns) != 0 || (vol && *vol))
+        return;
+    if (u->except && strcmp(meta(pvc, "name"), u->except) == 0)
+        return;
+    u->used = true;
+}
+
+/*
+ * Drops a source's protection finalizer once no claim that is still being
+ * provisioned from it remains (the cloning-protection controller, and the
+ * orphan sweep for snapshots).
+ */
+static void release_source(prov_ctrl *c, const char *ns, const char *kind, const char *name,
+                           const char *except)
+{
+    struct pending_use u = {ns, kind, name, except, false};
+    kube_informer_each(c->pvcs, check_use, &u);
+    if (u.used)
+        return;
+    bool clone = strcmp(kind, "PersistentVolumeClaim") == 0;
+    char *path = kube_path(clone ? &KUBE_PVC : &KUBE_VOLUMESNAPSHOT, ns, name, NULL);
+    kube_resp r = {0};
+    if (kube_get(c->o.kube, path, &r) == 0)
+        remove_finalizer(c, path, r.body, clone ? CLONE_FINALIZER : SNAPSHOT_FINALIZER);
+    kube_resp_clear(&r);
+    free(path);
+}
+
 /*
  * The claim was deleted while its volume may exist: repeat the create to
  * learn the id (idempotent by name), delete it, then let the claim go.
@@ -318,8 +545,13 @@ static int cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const cha
     Csi__V1__CreateVolumeRequest *req = NULL;
     prov_secret_refs refs = {0};
     prov_state state = PROV_FINAL;
-    int rc = plan_request(c, pvc, sc, &req, &refs, &state);
+    /* The repeat must match the original request, source included. */
+    struct source src;
+    int rc = resolve_source(c, pvc, &src);
+    if (rc == 0)
+        rc = plan_request(c, pvc, sc, src.kind, src.id, &req, &refs, &state);
     if (rc < 0) {
+        source_clear(&src);
         json_object_put(sc);
         prov_secret_refs_clear(&refs);
         /* No request can be built, so none was ever sent. */
@@ -346,6 +578,11 @@ static int cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const cha
             obs_info("deleted volume %s of claim %s/%s, which was deleted during provisioning",
                      resp->volume->volume_id, meta(pvc, "namespace"), meta(pvc, "name"));
         csi__v1__create_volume_response__free_unpacked(resp, NULL);
+    } else if (st.code == CSI_ALREADY_EXISTS) {
+        /* A volume of that name exists but this request does not match it:
+         * we cannot learn its id, so the claim waits for an operator. */
+        obs_warn("cleanup of deleted claim %s/%s: CreateVolume answers ALREADY_EXISTS: %s",
+                 meta(pvc, "namespace"), meta(pvc, "name"), st.message);
     } else if (st.code != CSI_OK &&
                prov_classify(st.code, c->cfg.topology, prov_selected_node(pvc) != NULL) !=
                    PROV_IN_BACKGROUND) {
@@ -355,6 +592,11 @@ static int cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const cha
     prov_request_free(req);
     prov_secret_refs_clear(&refs);
     json_object_put(sc);
+    if (rc == 0 && src.kind != PROV_SOURCE_NONE)
+        release_source(c, meta(pvc, "namespace"),
+                       src.kind == PROV_SOURCE_VOLUME ? "PersistentVolumeClaim" : "VolumeSnapshot",
+                       meta(src.obj, "name"), meta(pvc, "name"));
+    source_clear(&src);
     if (rc < 0)
         return rc;
     return remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
@@ -389,6 +631,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         json_object_put(sc);
         return 0; /* the class is someone else's */
     }
+    bool resp_ok = false;
     util_duration start = util_now_mono();
     kube_event(c->o.recorder, pvc, "Normal", "Provisioning",
                "External provisioner is provisioning volume for claim \"%s/%s\"",
@@ -397,7 +640,23 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
     Csi__V1__CreateVolumeRequest *req = NULL;
     prov_secret_refs refs = {0};
     prov_state state = PROV_FINAL;
-    int rc = plan_request(c, pvc, sc, &req, &refs, &state);
+    struct source src;
+    int rc = resolve_source(c, pvc, &src);
+    if (rc == 1) {
+        /* Another kind of source: a volume populator's job, not ours. */
+        kube_event(c->o.recorder, pvc, "Normal", "Provisioning",
+                   "Assuming an external populator will provision the volume");
+        json_object_put(sc);
+        return 0;
+    }
+    if (rc == 0 && src.kind != PROV_SOURCE_NONE) {
+        /* The source may not go away while the volume is made from it. */
+        rc = add_finalizer_idempotent(c, src.path, src.obj,
+                                      src.kind == PROV_SOURCE_VOLUME ? CLONE_FINALIZER
+                                                                     : SNAPSHOT_FINALIZER);
+    }
+    if (rc == 0)
+        rc = plan_request(c, pvc, sc, src.kind, src.id, &req, &refs, &state);
     if (rc == 0)
         rc = add_secrets(c, req, &refs.ref[PROV_SECRET_PROVISIONER]);
     if (rc < 0) {
@@ -432,6 +691,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         }
         goto out;
     }
+    resp_ok = true;
     int64_t capacity = 0;
     rc = prov_check_response(&c->cfg, pvc, req, resp, &capacity);
     if (rc < 0) {
@@ -477,6 +737,13 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
     }
 out:
+    /* Done with the source once the volume exists (upstream drops the
+     * snapshot's finalizer here too), unless other claims still need it. */
+    if (src.kind != PROV_SOURCE_NONE && resp_ok)
+        release_source(c, meta(pvc, "namespace"),
+                       src.kind == PROV_SOURCE_VOLUME ? "PersistentVolumeClaim" : "VolumeSnapshot",
+                       meta(src.obj, "name"), meta(pvc, "name"));
+    source_clear(&src);
     prov_request_free(req);
     prov_secret_refs_clear(&refs);
     json_object_put(sc);
@@ -533,17 +800,6 @@ static int sync_claim(prov_ctrl *c, const char *key)
     json_object_put(sc);
     if (wffc && !prov_selected_node(pvc))
         goto out; /* waits for the scheduler */
-    json_object *spec = jget(pvc, "spec");
-    if (jget(spec, "dataSource") || jget(spec, "dataSourceRef")) {
-        /* Creating an empty volume for a clone or restore would lose data. */
-        event_failed(c, pvc, CSI_UNKNOWN,
-                     "data sources (volume clones and snapshot restores) are not supported by "
-                     "this provisioner yet");
-        rc = ours ? remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS) : 0;
-        if (rc == 0)
-            rc = SYNC_SLOW;
-        goto out;
-    }
     if (!ours) {
         /* Record the intent first; the update event brings the claim back. */
         rc = add_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
@@ -719,29 +975,37 @@ static void free_key(struct lh_entry *e)
     free(lh_entry_k(e));
 }
 
+/* json_object_object_del asserts on anything but an object: objects without
+ * annotations (or a spec.csi) are common. */
+static void jdel(json_object *o, const char *key)
+{
+    if (o && json_object_is_type(o, json_type_object))
+        json_object_object_del(o, key);
+}
+
 static void slim_pvc(void *ud, json_object *obj)
 {
     (void)ud;
     json_object *m = jget(obj, "metadata"), *a = jget(m, "annotations");
-    json_object_object_del(m, "managedFields");
-    json_object_object_del(a, "kubectl.kubernetes.io/last-applied-configuration");
-    json_object_object_del(obj, "status");
+    jdel(m, "managedFields");
+    jdel(a, "kubectl.kubernetes.io/last-applied-configuration");
+    jdel(obj, "status");
 }
 
 static void slim_pv(void *ud, json_object *obj)
 {
     (void)ud;
     json_object *m = jget(obj, "metadata"), *a = jget(m, "annotations");
-    json_object_object_del(m, "managedFields");
-    json_object_object_del(a, "kubectl.kubernetes.io/last-applied-configuration");
+    jdel(m, "managedFields");
+    jdel(a, "kubectl.kubernetes.io/last-applied-configuration");
     json_object *csi = jget(jget(obj, "spec"), "csi");
-    json_object_object_del(csi, "volumeAttributes");
+    jdel(csi, "volumeAttributes");
 }
 
 static void slim_meta(void *ud, json_object *obj)
 {
     (void)ud;
-    json_object_object_del(jget(obj, "metadata"), "managedFields");
+    jdel(jget(obj, "metadata"), "managedFields");
 }
 
 static void va_by_pv(const json_object *obj, void (*add)(void *ctx, const char *key), void *ctx)

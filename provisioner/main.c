@@ -88,10 +88,11 @@ static void add_flags(util_flags *f, struct flags *fl)
                    "calls.");
     util_flags_int(f, "cloning-protection-threads", &fl->cloning_protection_threads,
                    "Number of simultaneously running threads, handling cloning finalizer removal "
-                   "(accepted; clone sources are not supported yet, see README)");
+                   "(accepted; clone sources are released by the claim workers themselves)");
     util_flags_duration(f, "snapshot-orphan-sweep-interval", &fl->snapshot_orphan_sweep_interval,
                         "Interval of the sweeper for orphaned snapshot-source finalizers "
-                        "(accepted; snapshot sources are not supported yet, see README)");
+                        "(accepted; there is no sweeper yet: a snapshot is released when its last "
+                        "pending restore ends)");
     util_flags_int(f, "capacity-threads", &fl->capacity_threads,
                    "Number of simultaneously running threads, handling CSIStorageCapacity objects");
     util_flags_duration(f, "timeout", &fl->timeout,
@@ -308,6 +309,7 @@ int main(int argc, char **argv)
         .retry_start = fl.retry_start,
         .retry_max = fl.retry_max,
         .workers = fl.worker_threads,
+        .prevent_volume_mode_conversion = fl.prevent_volume_mode_conversion,
         .publish_unpublish =
             CSI_CAP(caps.controller,
                     CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME),

@@ -385,6 +385,7 @@ typedef struct prov_ctrl_opts {
     util_duration retry_max;   /* --retry-interval-max */
     int workers;               /* --worker-threads: that many claim and volume workers */
     bool publish_unpublish;    /* the driver has PUBLISH_UNPUBLISH_VOLUME: check attachments */
+    bool prevent_volume_mode_conversion; /* --prevent-volume-mode-conversion */
 } prov_ctrl_opts;
 
 /* Starts informers (waits for their first sync) and workers. */
