@@ -265,6 +265,8 @@ static int plan_request(prov_ctrl *c, const json_object *pvc, const json_object 
     in.topology.nodes = nodes.arr;
     in.topology.immediate_keys = keys;
     int rc = prov_build_request(&c->cfg, &in, req, refs, state);
+    if (rc == 0 && !*req)
+        rc = util_err_set(-EINVAL, "no CreateVolume request was built");
     json_object_put(node_obj);
     json_object_put(csinode);
     json_object_put(nodes.arr);
@@ -550,11 +552,12 @@ static int cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const cha
     int rc = resolve_source(c, pvc, &src);
     if (rc == 0)
         rc = plan_request(c, pvc, sc, src.kind, src.id, &req, &refs, &state);
-    if (rc < 0) {
+    if (rc != 0) {
+        /* No request can be built (or the source is a populator's), so none
+         * was ever sent. */
         source_clear(&src);
         json_object_put(sc);
         prov_secret_refs_clear(&refs);
-        /* No request can be built, so none was ever sent. */
         return remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
     }
     rc = add_secrets(c, req, &refs.ref[PROV_SECRET_PROVISIONER]);
@@ -659,7 +662,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         rc = plan_request(c, pvc, sc, src.kind, src.id, &req, &refs, &state);
     if (rc == 0)
         rc = add_secrets(c, req, &refs.ref[PROV_SECRET_PROVISIONER]);
-    if (rc < 0) {
+    if (rc != 0) {
         char *msg = util_strdup(util_err_last());
         event_failed(c, pvc, CSI_UNKNOWN, msg);
         obs_v(2, "claim %s: %s", path, msg);
@@ -1117,7 +1120,7 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
         return rc;
     }
     int n = opts->workers > 0 ? opts->workers : 1;
-    c->threads = util_calloc((size_t)(2 * n), sizeof(pthread_t));
+    c->threads = util_calloc((size_t)n * 2, sizeof(pthread_t));
     for (int i = 0; i < 2 * n; i++) {
         struct worker *w = util_calloc(1, sizeof(*w));
         w->c = c;
