@@ -120,6 +120,9 @@ $(B)/tests/%: $(B)/obj/tests/%.o $(TESTLIB_OBJS) $(APP_LIBS) $(LIB)
 
 # ---- targets ----------------------------------------------------------------
 
+# Keep object files of tests between runs (they are intermediate to make).
+.SECONDARY:
+
 .PHONY: all lib tests test check check-san lint format clean deps valgrind
 .DEFAULT_GOAL := all
 
