@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include <json-c/linkhash.h>
 
@@ -50,6 +51,12 @@ struct prov_ctrl {
      * the repeat is one idempotent call. */
     pthread_mutex_t done_mu;
     struct lh_table *deleted;
+    /* the snapshot orphan sweeper */
+    pthread_t sweep_th;
+    bool sweeping;
+    pthread_mutex_t sweep_mu;
+    pthread_cond_t sweep_cv;
+    bool stopping;
     prov_ctrl_opts o;
     prov_config cfg;
     kube_informer *pvcs, *pvs, *classes, *nodes, *csinodes, *vas;
@@ -260,6 +267,18 @@ static int plan_request(prov_ctrl *c, const json_object *pvc, const json_object 
             keys = p.keys;
         }
     }
+    /* The VolumeAttributesClass the claim names becomes mutable_parameters. */
+    json_object *vac = NULL;
+    const char *vac_name = jstr(jget(pvc, "spec"), "volumeAttributesClassName");
+    if (c->cfg.vac_enabled && vac_name && *vac_name) {
+        char *vpath = kube_path(&KUBE_VOLUMEATTRIBUTESCLASS, NULL, vac_name, NULL);
+        kube_resp r = {0};
+        if (kube_get(c->o.kube, vpath, &r) == 0)
+            vac = json_object_get(r.body);
+        kube_resp_clear(&r);
+        free(vpath);
+    }
+    in.vac = vac;
     in.topology.node = node_obj;
     in.topology.csinode = csinode;
     in.topology.nodes = nodes.arr;
@@ -267,6 +286,7 @@ static int plan_request(prov_ctrl *c, const json_object *pvc, const json_object 
     int rc = prov_build_request(&c->cfg, &in, req, refs, state);
     if (rc == 0 && !*req)
         rc = util_err_set(-EINVAL, "no CreateVolume request was built");
+    json_object_put(vac);
     json_object_put(node_obj);
     json_object_put(csinode);
     json_object_put(nodes.arr);
@@ -926,6 +946,45 @@ out:
     return rc;
 }
 
+/* ---- snapshot sweeper -------------------------------------------------------------- */
+
+/* Snapshots still carrying our finalizer with no pending restore left (a
+ * crash between CreateVolume and the release, upstream #1507). */
+static void sweep_snapshots(prov_ctrl *c)
+{
+    kube_resp r = {0};
+    if (kube_get(c->o.kube, "/apis/snapshot.storage.k8s.io/v1/volumesnapshots", &r) == 0) {
+        json_object *items = jget(r.body, "items");
+        size_t n = items ? json_object_array_length(items) : 0;
+        for (size_t i = 0; i < n; i++) {
+            json_object *vs = json_object_array_get_idx(items, i);
+            if (finalizer_index(vs, SNAPSHOT_FINALIZER) >= 0)
+                release_source(c, meta(vs, "namespace"), "VolumeSnapshot", meta(vs, "name"), NULL);
+        }
+    }
+    kube_resp_clear(&r);
+}
+
+static void *sweeper(void *arg)
+{
+    prov_ctrl *c = arg;
+    for (;;) {
+        pthread_mutex_lock(&c->sweep_mu);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)(c->o.sweep_interval / UTIL_SECOND);
+        while (!c->stopping)
+            if (pthread_cond_timedwait(&c->sweep_cv, &c->sweep_mu, &until) != 0)
+                break;
+        bool stop = c->stopping;
+        pthread_mutex_unlock(&c->sweep_mu);
+        if (stop)
+            break;
+        sweep_snapshots(c);
+    }
+    return NULL;
+}
+
 /* ---- wiring ----------------------------------------------------------------------- */
 
 static void claim_changed(void *ud, json_object *obj)
@@ -1057,6 +1116,8 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
     c->o = *opts;
     c->cfg = *cfg;
     pthread_mutex_init(&c->done_mu, NULL);
+    pthread_mutex_init(&c->sweep_mu, NULL);
+    pthread_cond_init(&c->sweep_cv, NULL);
     c->deleted = lh_kchar_table_new(64, free_key);
     obs_registry *m = opts->metrics;
     static const char *const cls[] = {"class", NULL};
@@ -1132,6 +1193,9 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
         }
         c->n_threads++;
     }
+    if (opts->sweep_interval > 0 && cfg->create_delete_snapshot &&
+        pthread_create(&c->sweep_th, NULL, sweeper, c) == 0)
+        c->sweeping = true;
     obs_info("provisioner started: %d claim and %d volume workers", n, n);
     *out = c;
     return 0;
@@ -1141,6 +1205,13 @@ void prov_ctrl_stop(prov_ctrl *c)
 {
     if (!c)
         return;
+    if (c->sweeping) {
+        pthread_mutex_lock(&c->sweep_mu);
+        c->stopping = true;
+        pthread_cond_broadcast(&c->sweep_cv);
+        pthread_mutex_unlock(&c->sweep_mu);
+        pthread_join(c->sweep_th, NULL);
+    }
     /* Stop the sources first, then let the workers finish what they hold. */
     kube_informer *all[] = {c->pvcs, c->pvs, c->classes, c->nodes, c->csinodes, c->vas};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
@@ -1156,5 +1227,7 @@ void prov_ctrl_stop(prov_ctrl *c)
     wq_free(c->volumes);
     lh_table_free(c->deleted);
     pthread_mutex_destroy(&c->done_mu);
+    pthread_mutex_destroy(&c->sweep_mu);
+    pthread_cond_destroy(&c->sweep_cv);
     free(c);
 }

@@ -90,9 +90,8 @@ static void add_flags(util_flags *f, struct flags *fl)
                    "Number of simultaneously running threads, handling cloning finalizer removal "
                    "(accepted; clone sources are released by the claim workers themselves)");
     util_flags_duration(f, "snapshot-orphan-sweep-interval", &fl->snapshot_orphan_sweep_interval,
-                        "Interval of the sweeper for orphaned snapshot-source finalizers "
-                        "(accepted; there is no sweeper yet: a snapshot is released when its last "
-                        "pending restore ends)");
+                        "Interval of the sweeper that removes orphaned snapshot-source "
+                        "finalizers; 0 disables the sweeper.");
     util_flags_int(f, "capacity-threads", &fl->capacity_threads,
                    "Number of simultaneously running threads, handling CSIStorageCapacity objects");
     util_flags_duration(f, "timeout", &fl->timeout,
@@ -290,7 +289,7 @@ int main(int argc, char **argv)
     r.cfg.immediate_topology = fl.immediate_topology;
     r.cfg.controller_publish_readonly = fl.controller_publish_readonly;
     r.cfg.cross_namespace_source = g.cross_ns;
-    r.cfg.vac_enabled = false; /* VolumeAttributesClass: see the README */
+    r.cfg.vac_enabled = g.vac;
     prov_config_set_caps(&r.cfg, &caps, g.topology);
     unsigned rnd = 0;
     if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
@@ -310,6 +309,7 @@ int main(int argc, char **argv)
         .retry_max = fl.retry_max,
         .workers = fl.worker_threads,
         .prevent_volume_mode_conversion = fl.prevent_volume_mode_conversion,
+        .sweep_interval = fl.snapshot_orphan_sweep_interval,
         .publish_unpublish =
             CSI_CAP(caps.controller,
                     CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME),

@@ -968,7 +968,9 @@ int prov_request_set_secrets(Csi__V1__CreateVolumeRequest *req, const json_objec
 
     size_t n = 0;
     const char **keys = plan_sorted_keys(secret_data, &n);
-    req->secrets = util_calloc(n, sizeof(void *));
+    /* No array for no secrets: calloc(0) still allocates, and clearing
+     * (secret_data NULL) must leave nothing behind. */
+    req->secrets = n > 0 ? util_calloc(n, sizeof(void *)) : NULL;
     for (size_t i = 0; i < n; i++) {
         const char *v = plan_member_str(secret_data, keys[i]);
         char *decoded = NULL;

@@ -386,6 +386,7 @@ typedef struct prov_ctrl_opts {
     int workers;               /* --worker-threads: that many claim and volume workers */
     bool publish_unpublish;    /* the driver has PUBLISH_UNPUBLISH_VOLUME: check attachments */
     bool prevent_volume_mode_conversion; /* --prevent-volume-mode-conversion */
+    util_duration sweep_interval;        /* --snapshot-orphan-sweep-interval (0: off) */
 } prov_ctrl_opts;
 
 /* Starts informers (waits for their first sync) and workers. */
