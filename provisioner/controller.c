@@ -306,8 +306,8 @@ static int add_secrets(prov_ctrl *c, Csi__V1__CreateVolumeRequest *req, const pr
     if (rc == 0)
         rc = prov_request_set_secrets(req, jget(r.body, "data"));
     else
-        rc = util_err_set(-EREMOTEIO, "failed to get secret %s/%s: %s", ref->namespace, ref->name,
-                          r.message);
+        rc = util_err_set(-EREMOTEIO, "error getting secret %s in namespace %s: %s", ref->name,
+                          ref->namespace, r.message);
     kube_resp_clear(&r);
     free(path);
     return rc;
@@ -701,7 +701,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
     if (rc < 0) {
         state = prov_classify(st.code, c->cfg.topology, prov_selected_node(pvc) != NULL);
         char *msg =
-            util_asprintf("rpc error: code = %s desc = %s", csi_code_name(st.code), st.message);
+            util_asprintf("rpc error: code = %s desc = %s", csi_code_go_name(st.code), st.message);
         event_failed(c, pvc, st.code, msg);
         obs_v(2, "CreateVolume for %s: %s (%s)", path, msg, prov_state_name(state));
         free(msg);
@@ -773,6 +773,45 @@ out:
     return rc;
 }
 
+/*
+ * Whether a deleted claim still needs cleaning up, asked of the API rather
+ * than the caches, which may be behind: a claim whose finalizer is already
+ * gone (its PV made, or an earlier cleanup done) must not get a repeated
+ * CreateVolume, which would make a volume nobody deletes; and when its PV
+ * exists, the volume is the PV's, so DeleteVolume must not take it. 1: clean
+ * up; 0: nothing to do (the finalizer is released when the PV exists).
+ */
+static int cleanup_needed(prov_ctrl *c, const json_object *pvc, const char *path,
+                          const char *volname)
+{
+    kube_resp r = {0};
+    int rc = kube_get(c->o.kube, path, &r);
+    if (rc < 0) {
+        if (kube_is_not_found(&r))
+            rc = 0;
+        kube_resp_clear(&r);
+        return rc;
+    }
+    const char *uid = meta(r.body, "uid"), *want = meta(pvc, "uid");
+    bool still = uid && want && strcmp(uid, want) == 0 &&
+                 finalizer_index(r.body, PROV_FINALIZER_IN_PROGRESS) >= 0;
+    kube_resp_clear(&r);
+    if (!still)
+        return 0;
+    char *pv_path = kube_path(&KUBE_PV, NULL, volname, NULL);
+    rc = kube_get(c->o.kube, pv_path, &r);
+    free(pv_path);
+    if (rc == 0) {
+        kube_resp_clear(&r);
+        rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+        return rc < 0 ? rc : 0;
+    }
+    if (kube_is_not_found(&r))
+        rc = 1;
+    kube_resp_clear(&r);
+    return rc;
+}
+
 static int sync_claim(prov_ctrl *c, const char *key)
 {
     const char *slash = strchr(key, '/');
@@ -786,7 +825,9 @@ static int sync_claim(prov_ctrl *c, const char *key)
     int rc = 0;
     char *path = pvc_path(pvc);
     char *volname = NULL;
-    bool ours = finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0;
+    /* Every driver's provisioner uses the same finalizer name: it is ours
+     * only on a claim that asks for our driver. */
+    bool ours = finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0 && should_provision(c, pvc);
     bool deleting = meta(pvc, "deletionTimestamp") != NULL;
     const char *bound = jstr(jget(pvc, "spec"), "volumeName");
     if (bound && *bound) {
@@ -813,7 +854,9 @@ static int sync_claim(prov_ctrl *c, const char *key)
         goto out;
     }
     if (deleting) {
-        rc = cleanup_deleted_claim(c, pvc, path);
+        rc = cleanup_needed(c, pvc, path, volname);
+        if (rc > 0)
+            rc = cleanup_deleted_claim(c, pvc, path);
         goto out;
     }
     const char *class = prov_pvc_class(pvc);
@@ -918,7 +961,7 @@ static int sync_volume(prov_ctrl *c, const char *name)
     json_object_put(secret_data);
     if (rc < 0) {
         kube_event(c->o.recorder, pv, "Warning", "VolumeFailedDelete",
-                   "rpc error: code = %s desc = %s", csi_code_name(st.code), st.message);
+                   "rpc error: code = %s desc = %s", csi_code_go_name(st.code), st.message);
         obs_counter_add(c->delete_failed, sc_v, 1);
         goto out;
     }

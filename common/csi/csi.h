@@ -73,6 +73,9 @@ typedef struct csi_status {
 
 /* "OK", "NOT_FOUND", ...; "UNKNOWN_CODE" outside the range. */
 const char *csi_code_name(int code);
+/* The name grpc-go prints ("InvalidArgument", "Unavailable"): what upstream's
+ * events and the grpc_status_code metric label carry. */
+const char *csi_code_go_name(int code);
 /* Parses a name as csi_code_name prints it; -EINVAL when unknown. */
 int csi_code_from_name(const char *name, int *code);
 /* Sets *st and returns -EREMOTEIO unless code is CSI_OK (then 0). */

@@ -38,6 +38,20 @@ const char *csi_code_name(int code)
     return code_names[code];
 }
 
+static const char *const go_names[] = {
+    "OK",       "Canceled",        "Unknown",          "InvalidArgument",   "DeadlineExceeded",
+    "NotFound", "AlreadyExists",   "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
+    "Aborted",  "OutOfRange",      "Unimplemented",    "Internal",          "Unavailable",
+    "DataLoss", "Unauthenticated",
+};
+
+const char *csi_code_go_name(int code)
+{
+    if (code < 0 || code >= N_CODES)
+        return "Unknown";
+    return go_names[code];
+}
+
 int csi_code_from_name(const char *name, int *code)
 {
     for (int i = 0; name && i < N_CODES; i++) {

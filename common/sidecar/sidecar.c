@@ -131,7 +131,9 @@ void sidecar_csi_hook(void *ud, const char *method, const char *code_name, util_
     if (!s->csi_seconds)
         return;
     const char *driver = atomic_load(&s->driver_label);
-    const char *v[] = {driver ? driver : "unknown-driver", method, code_name};
+    int code = CSI_UNKNOWN;
+    csi_code_from_name(code_name, &code);
+    const char *v[] = {driver ? driver : "unknown-driver", method, csi_code_go_name(code)};
     obs_histogram_observe(s->csi_seconds, v, (double)took / (double)UTIL_SECOND);
 }
 

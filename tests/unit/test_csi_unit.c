@@ -94,6 +94,14 @@ static void test_code_names_round_trip_and_match_grpc(void **state)
         assert_int_equal(csi_code_from_name(want[c], &back), 0);
         assert_int_equal(back, c);
     }
+    static const char *go[] = {
+        "OK",       "Canceled",       "Unknown",          "InvalidArgument",   "DeadlineExceeded",
+        "NotFound", "AlreadyExists",  "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
+        "Aborted",  "OutOfRange",     "Unimplemented",    "Internal",          "Unavailable",
+        "DataLoss", "Unauthenticated"};
+    for (int c = 0; c <= CSI_UNAUTHENTICATED; c++)
+        assert_string_equal(csi_code_go_name(c), go[c]);
+    assert_string_equal(csi_code_go_name(99), "Unknown");
     assert_string_equal(csi_code_name(17), "UNKNOWN_CODE");
     assert_string_equal(csi_code_name(-1), "UNKNOWN_CODE");
     int x;

@@ -1,0 +1,668 @@
+#!/usr/bin/env bash
+# csi-provisioner end to end: kube-lite (HTTPS, bearer tokens, RBAC), the
+# example CSI driver and the provisioner running with the service-account
+# token that manifests/provisioner/rbac.yaml grants, checked with kubectl and
+# the driver's status.json.
+#
+#   tests/e2e/test_provisioner.sh <build-dir>
+#
+# Prints "ok"/"FAIL" per check and ends with "N passed, N failed"; exits
+# non-zero when a check failed. Every process started here is stopped with
+# SIGTERM and must exit 0 (the leader killed on purpose excepted); their
+# logs are copied to the output when they hold a sanitizer report.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=${1:-build}
+[ -d "$B" ] || B="$ROOT/$B"
+B=$(cd "$B" && pwd)
+KL="$B/bin/kube-lite"
+DRV="$B/bin/example-csi-driver"
+PROV="$B/bin/csi-provisioner"
+WORK=$(mktemp -d)
+NS=default
+passed=0
+failed=0
+
+declare -A PID=()  # process name -> pid
+declare -A RC=()   # process name -> exit status once stopped
+NAMES=()           # start order
+
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL $1"
+  [ $# -gt 1 ] && printf '%s\n' "$2" | head -n 20 | sed 's/^/     /'
+  return 0
+}
+# check NAME EXPECTED ACTUAL
+check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "want [$2]"$'\n'"got  [$3]"; fi; }
+# contains NAME NEEDLE HAYSTACK
+contains() { case "$3" in *"$2"*) ok "$1" ;; *) bad "$1" "[$2] not in [$3]" ;; esac; }
+# expect NAME TIMEOUT-SECONDS COMMAND...: polls COMMAND until it succeeds
+expect() {
+  local name=$1 secs=$2
+  shift 2
+  if wait_for "$secs" "$@"; then ok "$name"; else bad "$name" "not within ${secs}s: $*"; fi
+}
+wait_for() {
+  local secs=$1
+  shift
+  local end=$((SECONDS + secs))
+  while :; do
+    "$@" && return 0
+    [ "$SECONDS" -ge "$end" ] && return 1
+    sleep 0.1
+  done
+}
+
+# ---- processes ------------------------------------------------------------------------
+
+# start NAME COMMAND...: runs in the background, output in $WORK/NAME.log
+start() {
+  local name=$1
+  shift
+  "$@" >"$WORK/$name.log" 2>&1 &
+  PID[$name]=$!
+  NAMES+=("$name")
+}
+alive() { [ -n "${PID[$1]:-}" ] && kill -0 "${PID[$1]}" 2>/dev/null; }
+# stop NAME [SIGNAL]: signals it (TERM by default), waits, records the exit
+# status; one still running after 15 s is killed and recorded as "hung"
+stop() {
+  local name=$1 sig=${2:-TERM} i
+  [ -n "${PID[$name]:-}" ] || return 0
+  kill -"$sig" "${PID[$name]}" 2>/dev/null
+  for ((i = 0; i < 150; i++)); do alive "$name" || break; sleep 0.1; done
+  if alive "$name"; then
+    kill -KILL "${PID[$name]}" 2>/dev/null
+    wait "${PID[$name]}" 2>/dev/null
+    RC[$name]=hung
+  else
+    wait "${PID[$name]}" 2>/dev/null
+    RC[$name]=$?
+  fi
+  unset "PID[$name]"
+}
+stop_all() {
+  local i
+  for ((i = ${#NAMES[@]} - 1; i >= 0; i--)); do stop "${NAMES[$i]}"; done
+}
+cleanup() {
+  stop_all
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# ---- kubectl and JSON -------------------------------------------------------------------
+
+K() { kubectl --kubeconfig "$WORK/admin.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
+jp() { K get "$1" "$2" -o jsonpath="$3" 2>/dev/null; }
+# pyj EXPR: evaluates a Python expression over the JSON on stdin (bound to o)
+pyj() {
+  python3 -c '
+import json, sys
+try:
+    o = json.load(sys.stdin)
+    r = eval(sys.argv[1])
+except Exception as e:
+    r = "<%s: %s>" % (type(e).__name__, e)
+print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1"
+}
+# drv DIR EXPR: EXPR over the driver's status.json (s; vols; byname = volumes by name)
+drv() {
+  python3 -c '
+import json, sys
+try:
+    s = json.load(open(sys.argv[1] + "/state/status.json"))
+except Exception:
+    s = {"volumes": [], "calls": {}}
+vols = s.get("volumes", [])
+byname = {v["name"]: v for v in vols}
+r = eval(sys.argv[2])
+print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1" "$2"
+}
+# faults DIR JSON: installs fault rules (write + rename, as the driver wants); "" clears
+faults() {
+  if [ -z "$2" ]; then
+    rm -f "$1/state/faults.json"
+  else
+    printf '%s\n' "$2" >"$1/state/faults.json.tmp" && mv "$1/state/faults.json.tmp" "$1/state/faults.json"
+  fi
+}
+events() {
+  K get events -n "${2:-$NS}" --field-selector "involvedObject.name=$1" \
+    -o jsonpath='{range .items[*]}{.reason}{"\t"}{.message}{"\n"}{end}' 2>/dev/null
+}
+# (pipelines would fail under pipefail when grep -q stops reading early)
+has_event() { local e; e=$(events "$1"); [[ "$e" == *"$2"* ]]; }
+phase_is() { [ "$(jp "$1" "$2" '{.status.phase}')" = "$3" ]; }
+is_gone() { local out; out=$(K get "$1" "$2" -o name 2>&1); [[ "$out" == *NotFound* ]]; }
+uid_of() { jp pvc "$1" '{.metadata.uid}'; }
+# pvc_has_fin CLAIM FINALIZER
+pvc_has_fin() {
+  local f
+  f=$(jp pvc "$1" '{.metadata.finalizers}')
+  [[ "$f" == *"\"$2\""* ]]
+}
+no_pvc_fin() { ! pvc_has_fin "$1" "$2"; }
+drv_lacks() { [ "$(drv "$1" "'$2' in byname")" = false ]; }
+drv_calls() { drv "$1" "s.get('calls', {}).get('$2', 0)"; }
+
+# pvc NAME CLASS [SIZE] [VOLUME-MODE]: creates a claim (RWO)
+pvc() {
+  cat <<EOF | K create -f - >/dev/null
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: $1
+  namespace: $NS
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: $2
+  volumeMode: ${4:-Filesystem}
+  resources:
+    requests:
+      storage: ${3:-1Gi}
+EOF
+}
+
+# ---- start: kube-lite with TLS, tokens and RBAC -----------------------------------------
+
+for tool in kubectl python3 openssl curl; do
+  command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; echo "$passed passed, $failed failed"; exit 1; }
+done
+"$ROOT/hack/kube-lite/gen-certs.sh" "$WORK/pki" >/dev/null
+SA_USER="system:serviceaccount:$NS:csi-provisioner"
+cat >"$WORK/tokens.csv" <<EOF
+admin-token,admin,1,"system:masters"
+provisioner-token,$SA_USER,2
+EOF
+start kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubeconfig" \
+  --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
+  --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
+  --authorization-mode RBAC --kubeconfig-token admin-token
+kl_up() { grep -q 'serving on https://' "$WORK/kube-lite.log" || ! alive kube-lite; }
+if wait_for 20 kl_up && alive kube-lite; then
+  ok "kube-lite serves HTTPS with tokens and RBAC"
+else
+  bad "kube-lite starts" "$(cat "$WORK/kube-lite.log")"
+  echo "$passed passed, $failed failed"
+  exit 1
+fi
+sed 's/token: admin-token/token: provisioner-token/' "$WORK/admin.kubeconfig" >"$WORK/provisioner.kubeconfig"
+KP() { kubectl --kubeconfig "$WORK/provisioner.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
+
+contains "without rbac.yaml the service account may not watch claims" "Forbidden" "$(KP get pvc -A 2>&1)"
+out=$(K apply -f "$ROOT/manifests/provisioner/rbac.yaml" 2>&1)
+check "rbac.yaml applies" "serviceaccount/csi-provisioner created
+clusterrole.rbac.authorization.k8s.io/external-provisioner-runner created
+clusterrolebinding.rbac.authorization.k8s.io/csi-provisioner-role created
+role.rbac.authorization.k8s.io/external-provisioner-cfg created
+rolebinding.rbac.authorization.k8s.io/csi-provisioner-role-cfg created" "$out"
+check "with rbac.yaml the service account may list claims in every namespace" "" "$(KP get pvc -A -o name 2>&1)"
+contains "but may not list secrets" "Forbidden" "$(KP get secrets 2>&1)"
+contains "nor touch leases outside its namespace" "Forbidden" "$(KP get leases -n kube-system 2>&1)"
+
+# Cluster objects: a node in zone z1 with a CSINode for the topology driver,
+# and the storage classes of every check below.
+cat >"$WORK/cluster.yaml" <<'EOF'
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-1
+  labels:
+    topology.example.com/zone: z1
+---
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata:
+  name: node-1
+spec:
+  drivers:
+  - name: topo.csi.example.com
+    nodeID: node-1
+    topologyKeys: [topology.example.com/zone]
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: imm
+provisioner: hostpath.csi.example.com
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+parameters:
+  csi.storage.k8s.io/fstype: ext4
+  color: blue
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: wffc
+provisioner: hostpath.csi.example.com
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: opts
+provisioner: hostpath.csi.example.com
+mountOptions: [noatime, nfsvers=4.1]
+parameters:
+  csi.storage.k8s.io/fstype: xfs
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: sec
+provisioner: hostpath.csi.example.com
+parameters:
+  csi.storage.k8s.io/provisioner-secret-name: ${pvc.name}-secret
+  csi.storage.k8s.io/provisioner-secret-namespace: ${pvc.namespace}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: retain
+provisioner: hostpath.csi.example.com
+reclaimPolicy: Retain
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: topo
+provisioner: topo.csi.example.com
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: topo-wffc
+provisioner: topo.csi.example.com
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: le
+provisioner: le.csi.example.com
+EOF
+if K create -f "$WORK/cluster.yaml" >"$WORK/cluster.out" 2>&1; then
+  ok "node, CSINode and storage classes created with kubectl"
+else
+  bad "cluster objects" "$(cat "$WORK/cluster.out")"
+fi
+
+# Requests the API refused so far (the checks above): any refused later is
+# one of the provisioners lacking a permission.
+refused() {
+  curl -s --max-time 5 --cacert "$WORK/pki/ca.crt" -H 'Authorization: Bearer admin-token' \
+    "$(sed -n 's/^kube-lite: serving on //p' "$WORK/kube-lite.log")/metrics" |
+    grep -E '^apiserver_request_total\{.*code="40[13]"' | sort
+}
+REFUSED0=$(refused)
+contains "kube-lite counts the refused requests of the service account" 'code="403"' "$REFUSED0"
+
+# ---- drivers and provisioners -------------------------------------------------------------
+
+# driver NAME DRIVER-NAME ARGS...: one example driver, socket and state in $WORK/NAME
+driver() {
+  local name=$1 dname=$2
+  shift 2
+  mkdir -p "$WORK/$name/state"
+  start "$name" "$DRV" --endpoint "unix://$WORK/$name/csi.sock" --state-dir "$WORK/$name/state" \
+    --drivername "$dname" --nodeid node-1 "$@"
+}
+PROV_ARGS=(--kubeconfig "$WORK/provisioner.kubeconfig" --worker-threads=4 --retry-interval-start=100ms
+  --retry-interval-max=2s --kube-api-qps=100 --kube-api-burst=200)
+# provisioner NAME DRIVER-DIR ARGS...
+provisioner() {
+  local name=$1 dir=$2
+  shift 2
+  start "$name" "$PROV" --csi-address "$WORK/$dir/csi.sock" "${PROV_ARGS[@]}" "$@"
+}
+started() { grep -q 'provisioner started' "$WORK/$1.log" || ! alive "$1"; }
+# ready NAME: the provisioner runs its controllers (or says why not)
+ready() {
+  if wait_for 30 started "$1" && alive "$1"; then ok "$1 starts"; else bad "$1 starts" "$(tail -n 20 "$WORK/$1.log")"; fi
+}
+HTTP_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+# A: the main pair; no topology, attach required (PUBLISH_UNPUBLISH_VOLUME).
+driver drv-a hostpath.csi.example.com --plugin-caps CONTROLLER_SERVICE
+# B: topology in zone z1, every CSI call limited to 1 s.
+driver drv-b topo.csi.example.com --plugin-caps CONTROLLER_SERVICE,VOLUME_ACCESSIBILITY_CONSTRAINTS \
+  --controller-caps CREATE_DELETE_VOLUME --topology topology.example.com/zone=z1
+# LE: one driver, two provisioner replicas with leader election.
+driver drv-le le.csi.example.com --plugin-caps CONTROLLER_SERVICE --controller-caps CREATE_DELETE_VOLUME
+provisioner prov-a drv-a --http-endpoint="127.0.0.1:$HTTP_PORT"
+provisioner prov-b drv-b --timeout=1s
+LE_ARGS=(--leader-election "--leader-election-namespace=$NS" --leader-election-lease-duration=3s
+  --leader-election-renew-deadline=2s --leader-election-retry-period=500ms)
+# Each replica gets its own host name (the lease holder identity), as pods do.
+HAVE_UTS=0
+if unshare -u -- true 2>/dev/null; then HAVE_UTS=1; fi
+replica() {
+  local name=$1
+  if [ "$HAVE_UTS" = 1 ]; then
+    start "$name" unshare -u -- sh -c 'hostname "$0" && exec "$@"' "$name" \
+      "$PROV" --csi-address "$WORK/drv-le/csi.sock" "${PROV_ARGS[@]}" "${LE_ARGS[@]}"
+  else
+    start "$name" "$PROV" --csi-address "$WORK/drv-le/csi.sock" "${PROV_ARGS[@]}" "${LE_ARGS[@]}"
+  fi
+}
+replica le-one
+replica le-two
+ready prov-a
+ready prov-b
+
+# ---- Immediate binding: the PV, field by field ---------------------------------------------
+
+pvc p-imm imm
+expect "an Immediate claim becomes Bound" 20 phase_is pvc p-imm Bound
+uid=$(uid_of p-imm)
+IMM_PV="pvc-$uid"
+check "the claim is bound to pvc-<uid>" "$IMM_PV" "$(jp pvc p-imm '{.spec.volumeName}')"
+pvjson=$(K get pv "$IMM_PV" -o json 2>&1)
+handle=$(drv "$WORK/drv-a" "byname.get('$IMM_PV', {}).get('id', '')")
+vpath=$(drv "$WORK/drv-a" "byname.get('$IMM_PV', {}).get('path', '')")
+check "PV claimRef names the claim and its uid" "{\"name\": \"p-imm\", \"namespace\": \"$NS\", \"uid\": \"$uid\"}" \
+  "$(pyj '{k: o["spec"]["claimRef"].get(k) for k in ("name", "namespace", "uid")}' <<<"$pvjson")"
+check "PV finalizer" '["external-provisioner.volume.kubernetes.io/finalizer"]' \
+  "$(pyj 'o["metadata"].get("finalizers")' <<<"$pvjson")"
+check "PV annotations: provisioned-by and empty deletion-secret references" \
+  '{"pv.kubernetes.io/provisioned-by": "hostpath.csi.example.com", "volume.kubernetes.io/provisioner-deletion-secret-name": "", "volume.kubernetes.io/provisioner-deletion-secret-namespace": ""}' \
+  "$(pyj 'o["metadata"].get("annotations")' <<<"$pvjson")"
+check "PV capacity, class, reclaim policy, volume mode, access modes" \
+  '["1Gi", "imm", "Delete", "Filesystem", ["ReadWriteOnce"]]' \
+  "$(pyj '[o["spec"]["capacity"]["storage"], o["spec"]["storageClassName"], o["spec"]["persistentVolumeReclaimPolicy"], o["spec"]["volumeMode"], o["spec"]["accessModes"]]' <<<"$pvjson")"
+check "PV csi: driver, the driver's volume id, fsType" "[\"hostpath.csi.example.com\", \"$handle\", \"ext4\"]" \
+  "$(pyj '[o["spec"]["csi"].get(k) for k in ("driver", "volumeHandle", "fsType")]' <<<"$pvjson")"
+check "PV volumeAttributes: the volume context plus the provisioner identity" "path=$vpath identity-ok" \
+  "$(pyj '"path=%s %s" % (o["spec"]["csi"]["volumeAttributes"].get("path"), "identity-ok" if __import__("re").fullmatch(r"[0-9]{13}-[0-9]{1,4}-hostpath\.csi\.example\.com", o["spec"]["csi"]["volumeAttributes"].get("storage.kubernetes.io/csiProvisionerIdentity", "")) and len(o["spec"]["csi"]["volumeAttributes"]) == 2 else o["spec"]["csi"]["volumeAttributes"])' <<<"$pvjson")"
+expect "event Provisioning" 10 has_event p-imm $'Provisioning\tExternal provisioner is provisioning volume for claim "default/p-imm"'
+expect "event ProvisioningSucceeded" 10 has_event p-imm $'ProvisioningSucceeded\tSuccessfully provisioned volume '"$IMM_PV"
+expect "the claim ends without the provisioning-in-progress finalizer" 10 \
+  no_pvc_fin p-imm external-provisioner.volume.kubernetes.io/provisioning-in-progress
+check "the driver holds exactly one volume: the PV's name, 1 GiB, reserved parameters stripped" \
+  "[[\"$IMM_PV\", 1073741824, \"mount\", {\"color\": \"blue\"}]]" \
+  "$(drv "$WORK/drv-a" '[[v["name"], v["capacity_bytes"], v["access_type"], v["parameters"]] for v in vols]')"
+
+# ---- WaitForFirstConsumer ------------------------------------------------------------------
+
+pvc p-wffc wffc
+sleep 1
+check "a WaitForFirstConsumer claim without a node stays Pending, unprovisioned" "Pending|||1" \
+  "$(jp pvc p-wffc '{.status.phase}|{.spec.volumeName}|{.metadata.annotations.volume\.kubernetes\.io/selected-node}')|$(drv "$WORK/drv-a" 'len(vols)')"
+cat <<EOF | K create -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata:
+  name: pod-wffc
+  namespace: $NS
+spec:
+  nodeName: node-1
+  containers:
+  - name: app
+    image: busybox
+  volumes:
+  - name: data
+    persistentVolumeClaim:
+      claimName: p-wffc
+EOF
+expect "a pod on node-1 selects the node and the claim becomes Bound" 20 phase_is pvc p-wffc Bound
+check "the selected node is node-1" "node-1" "$(jp pvc p-wffc '{.metadata.annotations.volume\.kubernetes\.io/selected-node}')"
+K delete pod pod-wffc --wait=false >/dev/null 2>&1
+
+# ---- volume mode, fsType, mount options ------------------------------------------------------
+
+pvc p-block imm 2Gi Block
+pvc p-opts opts
+expect "a Block claim becomes Bound" 20 phase_is pvc p-block Bound
+BLOCK_PV=$(jp pvc p-block '{.spec.volumeName}')
+check "Block: PV volumeMode Block, no fsType, 2Gi" '["Block", false, "2Gi"]' \
+  "$(K get pv "$BLOCK_PV" -o json | pyj '[o["spec"]["volumeMode"], "fsType" in o["spec"]["csi"], o["spec"]["capacity"]["storage"]]')"
+check "Block: the driver made a block volume" "block" "$(drv "$WORK/drv-a" "byname.get('$BLOCK_PV', {}).get('access_type')")"
+expect "a claim of a class with fstype and mountOptions becomes Bound" 20 phase_is pvc p-opts Bound
+OPTS_PV=$(jp pvc p-opts '{.spec.volumeName}')
+check "csi.storage.k8s.io/fstype -> csi.fsType; mountOptions copied; nothing reserved reaches the driver" \
+  '["xfs", ["noatime", "nfsvers=4.1"], {}]' \
+  "$(K get pv "$OPTS_PV" -o json | pyj '[o["spec"]["csi"].get("fsType"), o["spec"].get("mountOptions")]' | sed 's/]$//'), $(drv "$WORK/drv-a" "byname.get('$OPTS_PV', {}).get('parameters')")]"
+
+# ---- secrets with templates ------------------------------------------------------------------
+
+pvc p-sec sec
+expect "a missing provisioner secret gives ProvisioningFailed naming it" 20 has_event p-sec \
+  $'ProvisioningFailed\terror getting secret p-sec-secret in namespace default: secrets "p-sec-secret" not found'
+check "and nothing is provisioned" "Pending|" "$(jp pvc p-sec '{.status.phase}|{.spec.volumeName}')"
+cat <<EOF | K create -f - >/dev/null
+apiVersion: v1
+kind: Secret
+metadata:
+  name: p-sec-secret
+  namespace: $NS
+data:
+  password: c2VjcmV0
+EOF
+expect "once the secret exists the claim becomes Bound" 20 phase_is pvc p-sec Bound
+SEC_PV=$(jp pvc p-sec '{.spec.volumeName}')
+check "PV deletion-secret annotations hold the expanded templates" "p-sec-secret/$NS" \
+  "$(jp pv "$SEC_PV" '{.metadata.annotations.volume\.kubernetes\.io/provisioner-deletion-secret-name}/{.metadata.annotations.volume\.kubernetes\.io/provisioner-deletion-secret-namespace}')"
+
+# ---- reclaim policies ----------------------------------------------------------------------
+
+K delete pvc p-imm --wait=false >/dev/null 2>&1
+expect "reclaim Delete: deleting the claim removes the PV" 20 is_gone pv "$IMM_PV"
+expect "reclaim Delete: and the driver's volume" 10 drv_lacks "$WORK/drv-a" "$IMM_PV"
+K delete pvc p-sec --wait=false >/dev/null 2>&1
+expect "reclaim Delete with a deletion secret: the PV goes" 20 is_gone pv "$SEC_PV"
+expect "reclaim Delete with a deletion secret: and its volume" 10 drv_lacks "$WORK/drv-a" "$SEC_PV"
+
+pvc p-ret retain
+expect "a Retain claim becomes Bound" 20 phase_is pvc p-ret Bound
+RET_PV=$(jp pvc p-ret '{.spec.volumeName}')
+# (kube-lite keeps an emptied list as [] where kube-apiserver omits it)
+pv_no_fins() { local f; f=$(jp pv "$1" '{.metadata.finalizers}'); [ -z "$f" ] || [ "$f" = "[]" ]; }
+expect "reclaim Retain: the PV finalizer is removed" 10 pv_no_fins "$RET_PV"
+K delete pvc p-ret --wait=false >/dev/null 2>&1
+expect "reclaim Retain: the PV is Released when its claim goes" 20 phase_is pv "$RET_PV" Released
+sleep 0.5
+check "reclaim Retain: the PV and the driver's volume stay" "Released true" \
+  "$(jp pv "$RET_PV" '{.status.phase}') $(drv "$WORK/drv-a" "'$RET_PV' in byname")"
+
+# ---- driver errors ----------------------------------------------------------------------------
+
+faults "$WORK/drv-a" '{"CreateVolume": {"fail": {"count": 2, "code": "INVALID_ARGUMENT", "message": "bad parameter"}}}'
+pvc p-inval imm
+expect "INVALID_ARGUMENT: ProvisioningFailed with the infeasible prefix" 20 has_event p-inval \
+  $'ProvisioningFailed\tVolume provisioning failed with infeasible error. Retries will be delayed. rpc error: code = InvalidArgument desc = bad parameter'
+expect "INVALID_ARGUMENT: retried (slowly) until Bound" 30 phase_is pvc p-inval Bound
+faults "$WORK/drv-a" ""
+
+calls0=$(drv_calls "$WORK/drv-a" CreateVolume)
+faults "$WORK/drv-a" '{"CreateVolume": {"fail": {"count": 3, "code": "UNAVAILABLE", "message": "backend busy"}}}'
+pvc p-unavail imm
+expect "UNAVAILABLE: ProvisioningFailed" 20 has_event p-unavail \
+  $'ProvisioningFailed\trpc error: code = Unavailable desc = backend busy'
+expect "UNAVAILABLE: retried until Bound" 30 phase_is pvc p-unavail Bound
+check "UNAVAILABLE: three failed calls, then one that worked" 4 "$(( $(drv_calls "$WORK/drv-a" CreateVolume) - calls0 ))"
+faults "$WORK/drv-a" ""
+
+# ---- deletion blocked by a VolumeAttachment ---------------------------------------------------
+
+pvc p-va imm
+expect "a claim for the attachment check becomes Bound" 20 phase_is pvc p-va Bound
+VA_PV=$(jp pvc p-va '{.spec.volumeName}')
+cat <<EOF | K create -f - >/dev/null
+apiVersion: storage.k8s.io/v1
+kind: VolumeAttachment
+metadata:
+  name: va-test
+spec:
+  attacher: hostpath.csi.example.com
+  nodeName: node-1
+  source:
+    persistentVolumeName: $VA_PV
+EOF
+K delete pvc p-va --wait=false >/dev/null 2>&1
+expect "an attached PV is not deleted: VolumeFailedDelete" 20 has_event "$VA_PV" \
+  $'VolumeFailedDelete\tpersistentvolume '"$VA_PV"' is still attached to node node-1'
+check "the attached PV and its volume stay" "Released true" \
+  "$(jp pv "$VA_PV" '{.status.phase}') $(drv "$WORK/drv-a" "'$VA_PV' in byname")"
+K delete volumeattachment va-test --wait=false >/dev/null 2>&1
+expect "once the VolumeAttachment is gone the PV goes" 20 is_gone pv "$VA_PV"
+expect "and so does its volume" 10 drv_lacks "$WORK/drv-a" "$VA_PV"
+
+# ---- claims deleted during provisioning --------------------------------------------------------
+
+faults "$WORK/drv-a" '{"CreateVolume": {"delay_ms": 3000}}'
+pvc p-slow imm
+expect "a slow CreateVolume: the claim first gets the in-progress finalizer" 10 \
+  pvc_has_fin p-slow external-provisioner.volume.kubernetes.io/provisioning-in-progress
+SLOW_PV="pvc-$(uid_of p-slow)"
+K delete pvc p-slow --wait=false >/dev/null 2>&1
+check "deleted during CreateVolume, the claim is held by the finalizer" "true" \
+  "$(K get pvc p-slow -o json 2>&1 | pyj '"deletionTimestamp" in o["metadata"] and "external-provisioner.volume.kubernetes.io/provisioning-in-progress" in o["metadata"]["finalizers"]' | tr A-Z a-z)"
+expect "the delayed CreateVolume makes the volume, then the claim is gone" 20 is_gone pvc p-slow
+expect "and the driver holds no volume for it" 20 drv_lacks "$WORK/drv-a" "$SLOW_PV"
+faults "$WORK/drv-a" ""
+
+# The driver keeps failing while the claim is deleted: the in-progress
+# finalizer keeps the claim until CreateVolume answers and DeleteVolume ran.
+faults "$WORK/drv-a" '{"CreateVolume": {"fail": {"count": 1000, "code": "UNAVAILABLE", "message": "backend down"}}}'
+pvc p-gone imm
+GONE_PV="pvc-$(uid_of p-gone)"
+expect "CreateVolume failing: ProvisioningFailed" 20 has_event p-gone $'ProvisioningFailed\trpc error: code = Unavailable desc = backend down'
+K delete pvc p-gone --wait=false >/dev/null 2>&1
+sleep 1
+check "deleted while CreateVolume fails, the claim stays while the outcome is unknown" "true" \
+  "$(K get pvc p-gone -o json 2>&1 | pyj '"deletionTimestamp" in o["metadata"]' | tr A-Z a-z)"
+del0=$(drv_calls "$WORK/drv-a" DeleteVolume)
+faults "$WORK/drv-a" ""
+expect "once the driver answers, the claim is gone" 20 is_gone pvc p-gone
+check "the volume made by the repeated CreateVolume was deleted" "false 1" \
+  "$(drv "$WORK/drv-a" "'$GONE_PV' in byname") $(( $(drv_calls "$WORK/drv-a" DeleteVolume) - del0 ))"
+
+# ---- topology -----------------------------------------------------------------------------
+
+ZONE_AFFINITY='{"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "topology.example.com/zone", "operator": "In", "values": ["z1"]}]}]}}'
+pvc p-topo topo
+expect "topology: an Immediate claim becomes Bound" 20 phase_is pvc p-topo Bound
+TOPO_PV=$(jp pvc p-topo '{.spec.volumeName}')
+check "topology: PV nodeAffinity topology.example.com/zone In [z1]" "$ZONE_AFFINITY" \
+  "$(K get pv "$TOPO_PV" -o json | pyj 'o["spec"].get("nodeAffinity")')"
+check "topology: the driver placed the volume in z1" '{"topology.example.com/zone": "z1"}' \
+  "$(drv "$WORK/drv-b" "byname.get('$TOPO_PV', {}).get('topology')")"
+
+# B runs with --timeout=1s: a CreateVolume slower than that is retried.
+faults "$WORK/drv-b" '{"CreateVolume": {"delay_ms": 1500}}'
+pvc p-timeout topo
+expect "timeout: ProvisioningFailed with DeadlineExceeded" 20 has_event p-timeout \
+  $'ProvisioningFailed\trpc error: code = DeadlineExceeded desc = '
+check "timeout: the claim is not bound meanwhile" "Pending" "$(jp pvc p-timeout '{.status.phase}')"
+faults "$WORK/drv-b" ""
+expect "timeout: retried until Bound once the driver is fast again" 20 phase_is pvc p-timeout Bound
+TIMEOUT_PV=$(jp pvc p-timeout '{.spec.volumeName}')
+check "timeout: the retries made one volume" 1 "$(drv "$WORK/drv-b" "sum(1 for v in vols if v['name'] == '$TIMEOUT_PV')")"
+
+# RESOURCE_EXHAUSTED with a selected node gives the node back to the scheduler.
+faults "$WORK/drv-b" '{"CreateVolume": {"fail": {"count": 1, "code": "RESOURCE_EXHAUSTED", "message": "zone z1 is full"}}}'
+pvc p-full topo-wffc
+K annotate pvc p-full volume.kubernetes.io/selected-node=node-1 >/dev/null
+expect "RESOURCE_EXHAUSTED: ProvisioningFailed" 20 has_event p-full \
+  $'ProvisioningFailed\trpc error: code = ResourceExhausted desc = zone z1 is full'
+no_selected_node() { [ -z "$(jp pvc "$1" '{.metadata.annotations.volume\.kubernetes\.io/selected-node}')" ]; }
+expect "RESOURCE_EXHAUSTED: the selected-node annotation is removed" 10 no_selected_node p-full
+check "RESOURCE_EXHAUSTED: the claim stays Pending" "Pending|" "$(jp pvc p-full '{.status.phase}|{.spec.volumeName}')"
+faults "$WORK/drv-b" ""
+K annotate pvc p-full volume.kubernetes.io/selected-node=node-1 >/dev/null
+expect "RESOURCE_EXHAUSTED: once the node is selected again the claim becomes Bound" 20 phase_is pvc p-full Bound
+
+# The same driver with --strict-topology: only the selected node's topology.
+stop prov-b
+provisioner prov-b-strict drv-b --timeout=1s --strict-topology
+ready prov-b-strict
+pvc p-strict topo-wffc
+K annotate pvc p-strict volume.kubernetes.io/selected-node=node-1 >/dev/null
+expect "--strict-topology: a claim with a selected node becomes Bound" 20 phase_is pvc p-strict Bound
+check "--strict-topology: PV nodeAffinity zone In [z1]" "$ZONE_AFFINITY" \
+  "$(K get pv "$(jp pvc p-strict '{.spec.volumeName}')" -o json | pyj 'o["spec"].get("nodeAffinity")')"
+
+# ---- leader election ---------------------------------------------------------------------------
+
+LEASE=le-csi-example-com
+holder() { jp lease "$LEASE" '{.spec.holderIdentity}'; }
+has_holder() { case "$(holder)" in le-one | le-two) return 0 ;; *) return 1 ;; esac; }
+if [ "$HAVE_UTS" != 1 ]; then
+  bad "leader election" "unshare -u is not available: the replicas would share one identity"
+elif ! wait_for 20 has_holder; then
+  bad "leader election: a replica takes the lease $LEASE" "holder [$(holder)]"$'\n'"$(tail -n 5 "$WORK/le-one.log" "$WORK/le-two.log")"
+else
+  LEADER=$(holder)
+  if [ "$LEADER" = le-one ]; then OTHER=le-two; else OTHER=le-one; fi
+  ok "leader election: $LEADER holds the lease $LEASE"
+  expect "leader election: the leader runs the controllers" 20 started "$LEADER"
+  pvc p-le-0 le
+  expect "leader election: the leader provisions" 20 phase_is pvc p-le-0 Bound
+  check "leader election: the other replica waits" "no" \
+    "$(grep -q 'provisioner started' "$WORK/$OTHER.log" && echo yes || echo no)"
+  stop "$LEADER" KILL
+  for i in 1 2 3; do pvc "p-le-$i" le; done
+  for i in 1 2 3; do
+    expect "leader election: after kill -9 of the leader, the other replica binds p-le-$i" 30 phase_is pvc "p-le-$i" Bound
+  done
+  check "leader election: the other replica holds the lease" "$OTHER" "$(holder)"
+  check "leader election: one volume per claim" 4 "$(drv "$WORK/drv-le" 'len(vols)')"
+fi
+
+# ---- metrics and health ----------------------------------------------------------------------
+
+metrics=$(curl -s --max-time 5 "http://127.0.0.1:$HTTP_PORT/metrics")
+m_line() { grep -E "^$1" <<<"$metrics" | grep -F -- "$2" | head -n 1; }
+line=$(m_line 'csi_sidecar_operations_seconds_count\{' 'method_name="/csi.v1.Controller/CreateVolume"')
+contains "/metrics: csi_sidecar_operations_seconds counts CreateVolume" 'driver_name="hostpath.csi.example.com"' "$line"
+line=$(m_line 'controller_persistentvolumeclaim_provision_total\{' 'class="imm"')
+if [[ "$line" =~ \ ([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -gt 0 ]; then
+  ok "/metrics: controller_persistentvolumeclaim_provision_total counts class imm"
+else
+  bad "/metrics: controller_persistentvolumeclaim_provision_total" "[$line]"
+fi
+check "/healthz answers ok" "ok" "$(curl -s --max-time 5 "http://127.0.0.1:$HTTP_PORT/healthz")"
+
+# ---- clean up through the provisioners -------------------------------------------------------
+
+K delete pvc p-wffc p-block p-opts p-inval p-unavail p-topo p-timeout p-full p-strict --wait=false >/dev/null 2>&1
+only_retained() { [ "$(drv "$WORK/drv-a" '[v["name"] for v in vols]')" = "[\"$RET_PV\"]" ]; }
+expect "every deleted claim's volume is deleted; the retained one stays" 30 only_retained
+b_empty() { [ "$(drv "$WORK/drv-b" 'len(vols)')" = 0 ]; }
+expect "the topology driver ends with no volume" 30 b_empty
+no_pvs() {
+  [ "$(K get pv -o json 2>&1 | pyj '[i["metadata"]["name"] for i in o["items"] if i["spec"].get("storageClassName") != "le"]')" = "[\"$RET_PV\"]" ]
+}
+expect "no PV is left but the retained one (and the leader-election ones)" 20 no_pvs
+
+# ---- the end: every process stops cleanly -------------------------------------------------------
+
+check "no request of a provisioner was refused (401/403)" "$REFUSED0" "$(refused)"
+stop_all
+for n in "${NAMES[@]}"; do
+  if [ "$n" = "${LEADER:-}" ]; then
+    check "$n (the leader killed with SIGKILL) died of it" 137 "${RC[$n]:-none}"
+  else
+    check "$n exits 0 on SIGTERM" 0 "${RC[$n]:-none}"
+  fi
+done
+for n in "${NAMES[@]}"; do
+  if grep -Eq 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$WORK/$n.log"; then
+    bad "$n: sanitizer report"
+    cat "$WORK/$n.log"
+  fi
+done
+if [ "$failed" -gt 0 ]; then
+  for n in "${NAMES[@]}"; do
+    echo "---- last lines of $n.log"
+    tail -n 15 "$WORK/$n.log"
+  done
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
