@@ -707,8 +707,10 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         free(msg);
         obs_counter_add(c->provision_failed, lv, 1);
         if (state == PROV_RESCHEDULE) {
+            /* The driver has no volume of that name (it would have returned
+             * it), so the claim's intent goes with the node. */
             remove_selected_node(c, path);
-            rc = 0;
+            rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
         } else if (prov_is_infeasible(st.code)) {
             rc = SYNC_SLOW;
         }
