@@ -1115,6 +1115,15 @@ static void slim_meta(void *ud, json_object *obj)
     jdel(jget(obj, "metadata"), "managedFields");
 }
 
+/* A detached volume may now be deleted: look at its PV again. */
+static void attachment_deleted(void *ud, json_object *va)
+{
+    prov_ctrl *c = ud;
+    const char *pv = jstr(jget(jget(va, "spec"), "source"), "persistentVolumeName");
+    if (pv)
+        wq_add(c->volumes, pv);
+}
+
 static void va_by_pv(const json_object *obj, void (*add)(void *ctx, const char *key), void *ctx)
 {
     const char *pv = jstr(jget(jget(obj, "spec"), "source"), "persistentVolumeName");
@@ -1210,7 +1219,8 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
             rc = informer(c, &KUBE_CSINODE, slim_meta, (kube_handlers){0}, &c->csinodes);
     }
     if (rc == 0 && opts->publish_unpublish) {
-        rc = informer(c, &KUBE_VOLUMEATTACHMENT, slim_meta, (kube_handlers){0}, &c->vas);
+        rc = informer(c, &KUBE_VOLUMEATTACHMENT, slim_meta,
+                      (kube_handlers){NULL, NULL, attachment_deleted, c}, &c->vas);
         if (rc == 0)
             rc = kube_informer_add_index(c->vas, "pv", va_by_pv);
     }
