@@ -1,0 +1,552 @@
+#!/usr/bin/env bash
+# Crash safety of csi-provisioner: no volume is leaked or lost, whatever
+# moment the provisioner or the driver dies at.
+#
+#   tests/e2e/test_provisioner_crash.sh <build-dir>
+#
+# kube-lite (plain HTTP, binder on) + example-csi-driver + csi-provisioner.
+#
+#  1. 200 PVCs are created at once (one `kubectl apply -f`). The provisioner
+#     is SIGKILLed at random moments (every 0.3-1.5 s) and restarted each
+#     time, until every claim is Bound. CreateVolume is slowed (200 ms) so
+#     that kills land while calls are in flight, and the driver itself
+#     crashes mid-CreateVolume twice through faults.json (crash at the N-th
+#     call before it took effect, then after it took effect) and is
+#     restarted on its persisted state. Then: every PVC is bound to exactly
+#     one PV of its own, every PV's volumeHandle is a volume of the driver,
+#     the driver holds exactly one volume per PV, and no claim keeps the
+#     in-progress finalizer.
+#  2. A batch of 16 more claims (as many as --worker-threads) is created
+#     with CreateVolume slowed to 1 s; as soon as the provisioner has taken
+#     all of them on (in-progress finalizer) they are deleted, so while
+#     their CreateVolume is in flight, and then every other claim is. The
+#     same kills go on, and the driver crashes twice mid-DeleteVolume
+#     (before, after). Then: the driver holds no volume, no PV is left, and
+#     no PVC or PV is left (so none with a finalizer).
+#
+# Prints ok/FAIL lines and ends with "N passed, N failed"; on failure it
+# prints the difference (claims without PV, extra driver volumes, leftover
+# finalizers) and the tail of the logs. Every process it starts is stopped
+# with SIGTERM at the end (except the provisioners it SIGKILLs on purpose);
+# sanitizer reports found in the children's logs are printed (tests/run.sh
+# counts them as failures) and fail a check here too. Takes ~15 s plain,
+# ~15-25 s with ASan; each phase is bounded by PHASE_TIMEOUT (70 s).
+# KEEP=1 keeps the work directory (logs, state) for a look afterwards.
+set -uo pipefail
+
+B=${1:-build}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+bin() {
+  if [ -x "$B/bin/$1" ]; then echo "$B/bin/$1"; else echo "$ROOT/$B/bin/$1"; fi
+}
+KL=$(bin kube-lite)
+DRV=$(bin example-csi-driver)
+PROV=$(bin csi-provisioner)
+N=${N:-200}
+# The late batch is as large as --worker-threads, so all of it can be in flight.
+LATE=${LATE:-16}
+PHASE_TIMEOUT=${PHASE_TIMEOUT:-70}
+DRIVER_NAME=hostpath.csi.example.com
+IN_PROGRESS=external-provisioner.volume.kubernetes.io/provisioning-in-progress
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/prov-crash.XXXXXX")
+KL_PID=
+DRV_PID=
+PROV_PID=
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL $1"
+  [ $# -gt 1 ] && [ -n "$2" ] && printf '%s\n' "$2" | sed 's/^/     /'
+  return 0
+}
+# check NAME EXPECTED ACTUAL [DETAIL]
+check() {
+  if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "want [$2] got [$3]${4:+
+$4}"; fi
+}
+note() { echo "     $1"; }
+
+# Stops a child with SIGTERM (SIGKILL after 10 s); its exit status in TERM_RC.
+TERM_RC=
+term() {
+  local pid=$1 i
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for i in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    # A zombie is reaped by wait below.
+    [ "$(ps -o stat= -p "$pid" 2>/dev/null | cut -c1)" = Z ] && break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null && [ "$(ps -o stat= -p "$pid" 2>/dev/null | cut -c1)" != Z ]; then
+    echo "process $pid did not stop on SIGTERM within 10 s; killing it" >&2
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null
+  TERM_RC=$?
+}
+
+cleanup() {
+  # Normally everything is stopped already; this is for early exits.
+  [ -n "$PROV_PID" ] && term "$PROV_PID"
+  [ -n "$DRV_PID" ] && term "$DRV_PID"
+  [ -n "$KL_PID" ] && term "$KL_PID"
+  [ -n "${KEEP:-}" ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+now_ms() {
+  local t=${EPOCHREALTIME/./}
+  echo $((10#$t / 1000))
+}
+
+api() { curl -sS --max-time 10 "$URL$1"; }
+K() { kubectl --kubeconfig "$WORK/kubeconfig" --cache-dir "$WORK/kcache" --request-timeout=30s "$@"; }
+
+# ---- processes ----------------------------------------------------------------------
+
+start_kube_lite() {
+  "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/kubeconfig" >"$WORK/kube-lite.out" \
+    2>"$WORK/kube-lite.log" &
+  KL_PID=$!
+  for _ in $(seq 1 200); do
+    grep -q 'serving on' "$WORK/kube-lite.out" 2>/dev/null && break
+    sleep 0.05
+  done
+  URL=$(sed -n 's/^kube-lite: serving on //p' "$WORK/kube-lite.out")
+  [ -n "$URL" ]
+}
+
+DRV_STARTS=0
+start_driver() {
+  local before
+  before=$(grep -c 'serving on' "$WORK/driver.log" 2>/dev/null)
+  before=${before:-0}
+  "$DRV" --endpoint="unix://$WORK/csi.sock" --state-dir="$WORK/state" --nodeid=node-1 \
+    --plugin-caps=CONTROLLER_SERVICE --capacity=1Pi -v=5 >>"$WORK/driver.log" 2>&1 &
+  DRV_PID=$!
+  DRV_STARTS=$((DRV_STARTS + 1))
+  for _ in $(seq 1 200); do
+    [ "$(grep -c 'serving on' "$WORK/driver.log" 2>/dev/null)" -gt "$before" ] && return 0
+    kill -0 "$DRV_PID" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+
+PROV_STARTS=0
+start_prov() {
+  echo "==== start #$((PROV_STARTS + 1)) at $(date +%T.%N)" >>"$WORK/prov.log"
+  "$PROV" --kubeconfig="$WORK/kubeconfig" --csi-address="$WORK/csi.sock" \
+    --worker-threads=16 --kube-api-qps=500 --kube-api-burst=1000 \
+    --retry-interval-start=50ms --retry-interval-max=1s --timeout=2s >>"$WORK/prov.log" 2>&1 &
+  PROV_PID=$!
+  PROV_STARTS=$((PROV_STARTS + 1))
+}
+
+# set_faults JSON: installed atomically (the driver re-reads it on its next call)
+set_faults() {
+  printf '%s\n' "$1" >"$WORK/state/faults.json.tmp"
+  mv -f "$WORK/state/faults.json.tmp" "$WORK/state/faults.json"
+}
+
+# ---- state snapshots -------------------------------------------------------------------
+
+# Writes $WORK/{pvcs,pvs,driver}.json; false when the API did not answer.
+snapshot() {
+  api /api/v1/namespaces/default/persistentvolumeclaims >"$WORK/pvcs.json" || return 1
+  api /api/v1/persistentvolumes >"$WORK/pvs.json" || return 1
+  jq -e '.items' "$WORK/pvcs.json" >/dev/null 2>&1 || return 1
+  jq -e '.items' "$WORK/pvs.json" >/dev/null 2>&1 || return 1
+  if [ -f "$WORK/state/status.json" ]; then
+    cp "$WORK/state/status.json" "$WORK/driver.json"
+  else
+    echo '{"volumes":[]}' >"$WORK/driver.json"
+  fi
+}
+
+# "bound total in-progress" of the claims in the last snapshot
+claim_counts() {
+  jq -r --arg f "$IN_PROGRESS" '[(.items | map(select(.status.phase == "Bound")) | length),
+    (.items | length), (.items | map(select((.metadata.finalizers // []) | index($f))) | length)]
+    | map(tostring) | join(" ")' "$WORK/pvcs.json"
+}
+
+count_items() { jq '.items | length' "$1"; }
+driver_volumes() { jq '.volumes | length' "$WORK/driver.json"; }
+
+# ---- the chaos loop --------------------------------------------------------------------
+
+KILLS=0
+PROV_EXITS=0
+DRV_CRASHES=0
+# Fault rules installed after the driver's 1st and 2nd crash in this phase.
+FAULTS_AFTER_CRASH1=
+FAULTS_AFTER_CRASH2=
+DRV_BAD_EXIT=
+
+NO_KILLS=0 # 1: supervise without the random SIGKILLs
+next_kill_ms() { echo $(($(now_ms) + 300 + RANDOM % 1201)); }
+
+# One round of supervision: restart a crashed driver (with the next fault
+# rules) or an exited provisioner, and SIGKILL the provisioner when due.
+supervise() {
+  if [ -n "$DRV_PID" ] && ! kill -0 "$DRV_PID" 2>/dev/null; then
+    wait "$DRV_PID" 2>/dev/null
+    local rc=$?
+    DRV_PID=
+    if [ "$rc" -eq 137 ]; then
+      DRV_CRASHES=$((DRV_CRASHES + 1))
+      echo "     driver crashed (fault injection, crash #$DRV_CRASHES); restarting it"
+      if [ "$PHASE_CRASHES" -eq 0 ]; then
+        set_faults "$FAULTS_AFTER_CRASH1"
+      else
+        set_faults "$FAULTS_AFTER_CRASH2"
+      fi
+      PHASE_CRASHES=$((PHASE_CRASHES + 1))
+    else
+      DRV_BAD_EXIT="$DRV_BAD_EXIT $rc"
+      echo "     driver exited with status $rc (not an injected crash); restarting it"
+    fi
+    start_driver || echo "     driver restart failed: $(tail -n 3 "$WORK/driver.log")"
+  fi
+  if [ -n "$PROV_PID" ] && ! kill -0 "$PROV_PID" 2>/dev/null; then
+    wait "$PROV_PID" 2>/dev/null
+    PROV_EXITS=$((PROV_EXITS + 1))
+    start_prov
+  fi
+  if [ "$NO_KILLS" -eq 0 ] && [ "$(now_ms)" -ge "$NEXT_KILL" ]; then
+    kill -KILL "$PROV_PID" 2>/dev/null
+    wait "$PROV_PID" 2>/dev/null
+    KILLS=$((KILLS + 1))
+    start_prov
+    NEXT_KILL=$(next_kill_ms)
+  fi
+}
+
+# chaos COND: supervise until COND succeeds (checked on a fresh snapshot)
+# or PHASE_TIMEOUT passes. The provisioner left running at the end is not
+# killed, so the final state is one it reached by itself.
+chaos() {
+  local cond=$1 deadline=$(($(now_ms) + PHASE_TIMEOUT * 1000))
+  NEXT_KILL=$(next_kill_ms)
+  while [ "$(now_ms)" -lt "$deadline" ]; do
+    if snapshot && "$cond"; then
+      return 0
+    fi
+    supervise
+    sleep 0.1
+  done
+  return 1
+}
+
+# ---- the checks --------------------------------------------------------------------
+
+# Lists for the diffs, from the last snapshot.
+lists() {
+  jq -r '.items[] | [.metadata.name, .metadata.uid, (.spec.volumeName // ""),
+    (.status.phase // "")] | @tsv' "$WORK/pvcs.json" | sort >"$WORK/l.pvcs"
+  jq -r '.items[] | [.metadata.name, (.spec.claimRef.uid // ""), (.spec.csi.volumeHandle // ""),
+    (.spec.claimRef.name // "")] | @tsv' "$WORK/pvs.json" | sort >"$WORK/l.pvs"
+  jq -r '.volumes[] | [.id, .name] | @tsv' "$WORK/driver.json" | sort >"$WORK/l.vols"
+}
+
+leftover_finalizers() {
+  local kind
+  for kind in pvcs pvs; do
+    jq -r --arg k "${kind%s}" '.items[] | select((.metadata.finalizers // []) | length > 0) |
+      "\($k) \(.metadata.name): finalizers \(.metadata.finalizers | join(","))" +
+      (if .metadata.deletionTimestamp then " (deleting since \(.metadata.deletionTimestamp))"
+       else "" end)' "$WORK/$kind.json"
+  done
+}
+
+check_bound_state() {
+  lists
+  local n_pvc n_pv n_vol
+  n_pvc=$(wc -l <"$WORK/l.pvcs")
+  n_pv=$(wc -l <"$WORK/l.pvs")
+  n_vol=$(wc -l <"$WORK/l.vols")
+  check "all $N claims exist" "$N" "$n_pvc"
+  local unbound
+  unbound=$(awk -F'\t' '$4 != "Bound" {print $1 " (phase " $4 ")"}' "$WORK/l.pvcs")
+  check "every claim is Bound" "" "$unbound" "claims not Bound: $(echo "$unbound" | head -n 20 | tr '\n' ' ')"
+  # name uid volumeName -> the PV of that name must point back at the uid
+  local no_pv
+  no_pv=$(awk -F'\t' 'NR == FNR {pv[$1] = $2; next}
+    { if ($3 == "" || !($3 in pv)) print $1 " (volumeName \"" $3 "\" is no PV)";
+      else if (pv[$3] != $2) print $1 " (PV " $3 " has claimRef.uid " pv[$3] ")" }' \
+    "$WORK/l.pvs" "$WORK/l.pvcs")
+  check "every claim is bound to a PV whose claimRef is that claim" "" "$no_pv" \
+    "claims without their PV:
+$(echo "$no_pv" | head -n 20)"
+  local shared
+  shared=$(awk -F'\t' '$3 != "" {print $3}' "$WORK/l.pvcs" | sort | uniq -d)
+  check "no PV is bound to two claims" "" "$shared"
+  local per_claim
+  per_claim=$(awk -F'\t' '{print $2}' "$WORK/l.pvs" | sort | uniq -d)
+  check "no claim has two PVs" "" "$per_claim" "claim uids with several PVs: $per_claim"
+  check "exactly one PV per claim" "$n_pvc" "$n_pv" \
+    "PVs no claim is bound to: $(awk -F'\t' 'NR == FNR {b[$3] = 1; next} !($1 in b) {print $1}' \
+      "$WORK/l.pvcs" "$WORK/l.pvs" | head -n 20 | tr '\n' ' ')"
+  local missing
+  missing=$(awk -F'\t' 'NR == FNR {v[$1] = 1; next} !($3 in v) {print $1 " -> " $3}' \
+    "$WORK/l.vols" "$WORK/l.pvs")
+  check "every PV's volumeHandle is a volume of the driver" "" "$missing" \
+    "PVs whose volume the driver does not have:
+$(echo "$missing" | head -n 20)"
+  local extra
+  extra=$(awk -F'\t' 'NR == FNR {h[$3] = 1; next} !($1 in h) {print $1 " (name " $2 ")"}' \
+    "$WORK/l.pvs" "$WORK/l.vols")
+  check "the driver holds one volume per PV (no extra volume)" "$n_pv" "$n_vol" \
+    "driver volumes no PV refers to (leaked):
+$(echo "$extra" | head -n 20)"
+  local fins
+  fins=$(jq -r --arg f "$IN_PROGRESS" '.items[] |
+    select((.metadata.finalizers // []) | index($f)) | .metadata.name' "$WORK/pvcs.json")
+  check "no claim keeps the in-progress finalizer" "" "$fins" \
+    "claims with $IN_PROGRESS: $(echo "$fins" | head -n 20 | tr '\n' ' ')"
+}
+
+# ---- start -------------------------------------------------------------------------
+
+for b in "$KL" "$DRV" "$PROV"; do
+  if [ ! -x "$b" ]; then
+    bad "binary $b exists (make B=$B)"
+    echo "$passed passed, $failed failed"
+    exit 1
+  fi
+done
+for t in kubectl curl jq; do
+  if ! command -v "$t" >/dev/null; then
+    bad "$t is installed (hack/install-deps.sh)"
+    echo "$passed passed, $failed failed"
+    exit 1
+  fi
+done
+
+start=$SECONDS
+if start_kube_lite; then ok "kube-lite serves on $URL"; else
+  bad "kube-lite starts" "$(cat "$WORK/kube-lite.log")"
+  echo "$passed passed, $failed failed"
+  exit 1
+fi
+mkdir -p "$WORK/state"
+# CreateVolume takes 200 ms, and the driver crashes at its 30th call before
+# the call has any effect; after that crash, at the 30th call after it took
+# effect (persisted, no answer); after that, no more crashes.
+set_faults '{"CreateVolume": {"delay_ms": 200, "crash": {"at": 30, "when": "before"}}}'
+FAULTS_AFTER_CRASH1='{"CreateVolume": {"delay_ms": 200, "crash": {"at": 30, "when": "after"}}}'
+FAULTS_AFTER_CRASH2='{"CreateVolume": {"delay_ms": 200}}'
+if start_driver; then ok "example driver serves"; else
+  bad "example driver starts" "$(cat "$WORK/driver.log")"
+  echo "$passed passed, $failed failed"
+  exit 1
+fi
+
+cat >"$WORK/sc.yaml" <<EOF
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: crash
+provisioner: $DRIVER_NAME
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+EOF
+check "StorageClass created" "storageclass.storage.k8s.io/crash created" \
+  "$(K create -f "$WORK/sc.yaml" 2>&1)"
+
+# claims FILE PREFIX COUNT: a multi-document file of COUNT claims
+claims() {
+  local i
+  : >"$1"
+  for i in $(seq -w 1 "$3"); do
+    cat >>"$1" <<EOF
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: $2-$i
+  namespace: default
+  labels:
+    batch: $2
+spec:
+  accessModes: [ReadWriteOnce]
+  resources:
+    requests:
+      storage: 1Mi
+  storageClassName: crash
+EOF
+  done
+}
+
+# ---- phase 1: provisioning under SIGKILLs and driver crashes ---------------------------------
+
+PHASE_CRASHES=0
+start_prov
+claims "$WORK/claims.yaml" claim "$N" "$N"
+applied=$(K apply -f "$WORK/claims.yaml" 2>&1 | grep -c ' created$')
+check "$N claims created by one kubectl apply" "$N" "$applied"
+
+all_bound() {
+  local c
+  read -r -a c <<<"$(claim_counts)"
+  [ "${c[0]}" -eq "$N" ] && [ "${c[1]}" -eq "$N" ] && [ "${c[2]}" -eq 0 ]
+}
+t0=$SECONDS
+if chaos all_bound; then
+  ok "all $N claims Bound, in-progress finalizers gone ($((SECONDS - t0)) s)"
+else
+  bad "all $N claims Bound within ${PHASE_TIMEOUT} s" "bound/total/in-progress: $(claim_counts)"
+fi
+note "provisioner: $KILLS SIGKILLs, $PROV_EXITS exits by itself (driver loss), $PROV_STARTS starts"
+if [ "$KILLS" -ge 2 ]; then ok "the provisioner was SIGKILLed while claims were pending ($KILLS times)"; else
+  bad "the provisioner was SIGKILLed at least twice while claims were pending" "$KILLS kills"; fi
+check "the driver crashed mid-CreateVolume before and after the call took effect" 2 "$DRV_CRASHES"
+check "the driver exited only through the injected crashes" "" "$DRV_BAD_EXIT"
+check_bound_state
+PHASE1_FAILED=$failed
+
+# ---- phase 2: deletion, with claims deleted while CreateVolume is in flight ------------------
+
+KILLS=0
+PROV_EXITS=0
+DRV_CRASHES=0
+PHASE_CRASHES=0
+# CreateVolume takes 1.5 s now (< --timeout): the late claims are deleted,
+# and the provisioner killed, while their calls are in flight.
+set_faults '{"CreateVolume": {"delay_ms": 1500}}'
+claims "$WORK/late.yaml" late "$LATE"
+applied=$(K apply -f "$WORK/late.yaml" 2>&1 | grep -c ' created$')
+check "$LATE late claims created" "$LATE" "$applied"
+api /api/v1/namespaces/default/persistentvolumeclaims |
+  jq -r '.items[] | select(.metadata.name | startswith("late-")) | "pvc-" + .metadata.uid' |
+  sort >"$WORK/late.volnames"
+# Wait (the provisioner is not killed meanwhile) until every late claim's
+# CreateVolume has reached the driver (it logs requests on arrival at -v=5):
+# from then on each call is in flight for 1.5 s.
+arrived=0
+for _ in $(seq 1 200); do
+  arrived=$(grep -o 'CreateVolume {"name":"pvc-[0-9a-f-]*"' "$WORK/driver.log" |
+    sed 's/.*"name":"//; s/"$//' | sort -u | comm -12 - "$WORK/late.volnames" | wc -l)
+  [ "$arrived" -ge "$LATE" ] && break
+  sleep 0.025
+done
+taken=$(api /api/v1/namespaces/default/persistentvolumeclaims | jq --arg f "$IN_PROGRESS" \
+  '[.items[] | select((.metadata.name | startswith("late-")) and
+    ((.metadata.finalizers // []) | index($f)))] | length')
+out=$(K delete pvc -l batch=late --wait=false 2>&1)
+late_deleted=$(echo "$out" | grep -c 'deleted')
+# ... and the provisioner dies with those calls in flight: only the API
+# (the finalizer) can tell its successor that volumes may be on their way.
+kill -KILL "$PROV_PID" 2>/dev/null
+wait "$PROV_PID" 2>/dev/null
+KILLS=$((KILLS + 1))
+start_prov
+check "every late claim's CreateVolume reached the driver before the claims were deleted" \
+  "$LATE" "$arrived"
+check "every late claim had the in-progress finalizer when deleted" "$LATE" "$taken"
+check "the $LATE late claims deleted, then the provisioner SIGKILLed" "$LATE" "$late_deleted"
+
+LATE_SEEN=0
+# Volumes of deleted late claims that the driver holds: the in-flight calls
+# completed after the claims were deleted (and the provisioner was killed).
+late_seen() {
+  local seen
+  seen=$(jq -r '.volumes[].name' "$WORK/driver.json" | sort | comm -12 - "$WORK/late.volnames" | wc -l)
+  [ "$seen" -gt "$LATE_SEEN" ] && LATE_SEEN=$seen
+  return 0
+}
+# The successor repeats each CreateVolume (1.5 s, queued behind the
+# original call in the driver) to learn the volume, deletes it, then lets
+# the claim go. No random kills here: a provisioner killed more often than
+# a CreateVolume takes can never finish one (as upstream's).
+late_gone() {
+  late_seen
+  [ "$(jq '[.items[] | select(.metadata.name | startswith("late-"))] | length' \
+    "$WORK/pvcs.json")" -eq 0 ]
+}
+NO_KILLS=1
+t0=$SECONDS
+if chaos late_gone; then
+  ok "the late claims are gone after their volumes' cleanup ($((SECONDS - t0)) s)"
+else
+  bad "the late claims gone within ${PHASE_TIMEOUT} s" "$(leftover_finalizers | grep late- | head -n 5)"
+fi
+NO_KILLS=0
+
+# Now every bound claim, under random kills, with DeleteVolume taking 200 ms
+# and crashing the driver at its 40th call, before, then after it took effect.
+set_faults '{"DeleteVolume": {"delay_ms": 200, "crash": {"at": 40, "when": "before"}}}'
+FAULTS_AFTER_CRASH1='{"DeleteVolume": {"delay_ms": 200, "crash": {"at": 40, "when": "after"}}}'
+FAULTS_AFTER_CRASH2='{"DeleteVolume": {"delay_ms": 200}}'
+out=$(K delete pvc -l batch=claim --wait=false 2>&1)
+check "the $N bound claims deleted" "$N" "$(echo "$out" | grep -c 'deleted')"
+
+all_gone() {
+  late_seen
+  [ "$(count_items "$WORK/pvcs.json")" -eq 0 ] && [ "$(count_items "$WORK/pvs.json")" -eq 0 ] &&
+    [ "$(driver_volumes)" -eq 0 ]
+}
+t0=$SECONDS
+if chaos all_gone; then
+  ok "every claim, PV and volume is gone ($((SECONDS - t0)) s)"
+else
+  bad "every claim, PV and volume gone within ${PHASE_TIMEOUT} s"
+fi
+note "provisioner: $KILLS SIGKILLs, $PROV_EXITS exits by itself (driver loss), $PROV_STARTS starts in all"
+if [ "$LATE_SEEN" -gt 0 ]; then
+  ok "the driver created volumes for deleted late claims ($LATE_SEEN of $LATE seen at once), all removed"
+else
+  bad "the late claims' CreateVolume calls completed after the claims were deleted" \
+    "no volume of a late claim was ever seen in the driver's status.json"
+fi
+check "the driver crashed mid-DeleteVolume before and after the call took effect" 2 "$DRV_CRASHES"
+check "the driver exited only through the injected crashes" "" "$DRV_BAD_EXIT"
+snapshot
+check "the driver holds no volume" 0 "$(driver_volumes)" \
+  "leaked volumes: $(jq -r '.volumes[] | "\(.id) (\(.name))"' "$WORK/driver.json" | head -n 20 | tr '\n' ' ')"
+check "no PV is left" 0 "$(count_items "$WORK/pvs.json")" \
+  "$(jq -r '.items[] | "\(.metadata.name) phase \(.status.phase // "") handle \(.spec.csi.volumeHandle // "")"' \
+    "$WORK/pvs.json" | head -n 20)"
+check "no PVC is left" 0 "$(count_items "$WORK/pvcs.json")" \
+  "$(jq -r '.items[] | "\(.metadata.name) phase \(.status.phase // "")"' "$WORK/pvcs.json" | head -n 20)"
+check "no PVC or PV is left with a finalizer" "" "$(leftover_finalizers)"
+
+# ---- stop, and look for sanitizer reports ----------------------------------------------------
+
+term "$PROV_PID"
+PROV_PID=
+check "the provisioner exits 0 on SIGTERM" 0 "$TERM_RC" "$(tail -n 5 "$WORK/prov.log")"
+term "$DRV_PID"
+DRV_PID=
+check "the driver exits 0 on SIGTERM" 0 "$TERM_RC" "$(tail -n 5 "$WORK/driver.log")"
+term "$KL_PID"
+KL_PID=
+check "kube-lite exits 0 on SIGTERM" 0 "$TERM_RC" "$(tail -n 5 "$WORK/kube-lite.log")"
+
+SAN_RE='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|WARNING: ThreadSanitizer'
+san=0
+for log in prov.log driver.log kube-lite.log; do
+  if grep -Eq "$SAN_RE" "$WORK/$log"; then
+    san=1
+    echo "---- sanitizer report in $log:"
+    grep -E -A 40 "$SAN_RE" "$WORK/$log" | head -n 120
+  fi
+done
+check "no sanitizer report from any child" 0 "$san"
+
+if [ "$failed" -gt 0 ]; then
+  [ "$PHASE1_FAILED" -gt 0 ] && echo "---- (phase 1 failed)"
+  echo "---- tail of the provisioner log:"
+  grep -v '^I' "$WORK/prov.log" | tail -n 30
+  echo "---- tail of the driver log:"
+  tail -n 15 "$WORK/driver.log"
+fi
+note "total $((SECONDS - start)) s"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
