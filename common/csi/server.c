@@ -76,6 +76,9 @@ struct csi_server {
     pthread_cond_t cond;
     bool shutdown_done;
     int shutdown_tag; /* its address is the tag */
+    /* Workers handling an event: a handler still running after the server
+     * shut down must finish before the queue does (it starts a batch). */
+    atomic_int busy;
 };
 
 /* ---- replies ------------------------------------------------------------ */
@@ -243,7 +246,9 @@ static void *worker_main(void *arg)
             continue;
         }
         struct slot *sl = ev.tag;
+        atomic_fetch_add(&s->busy, 1);
         if (sl->stage == STAGE_ACCEPT && !ev.success) {
+            atomic_fetch_sub(&s->busy, 1);
             slot_free(sl); /* the server is shutting down */
             continue;
         }
@@ -258,6 +263,7 @@ static void *worker_main(void *arg)
             slot_free(sl);
             break;
         }
+        atomic_fetch_sub(&s->busy, 1);
     }
     return NULL;
 }
@@ -406,6 +412,9 @@ void csi_server_stop(csi_server *s, util_duration grace)
         grpc_server_cancel_all_calls(s->gs);
         wait_shutdown(s, 3600 * UTIL_SECOND);
     }
+    /* Cancelled calls count as done while their handlers may still run. */
+    while (atomic_load(&s->busy) > 0)
+        util_sleep(5 * UTIL_MS);
     grpc_completion_queue_shutdown(s->cq);
     for (int i = 0; i < s->n_threads; i++)
         pthread_join(s->threads[i], NULL);

@@ -489,6 +489,44 @@ static void test_loss_exit_writes_termination_log_and_exits_1(void **state)
     free(log);
 }
 
+struct slow_call {
+    csi_conn *c;
+    csi_status st;
+    int rc;
+};
+
+static void *slow_create(void *arg)
+{
+    struct slow_call *sc = arg;
+    Csi__V1__CreateVolumeRequest cv = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
+    cv.name = "sleep-2000";
+    Csi__V1__CreateVolumeResponse *resp = NULL;
+    sc->rc = csi_create_volume(sc->c, &cv, 10 * UTIL_SECOND, &resp, &sc->st);
+    if (resp)
+        csi__v1__create_volume_response__free_unpacked(resp, NULL);
+    return NULL;
+}
+
+static void test_server_stopped_during_a_call_exits_cleanly(void **state)
+{
+    (void)state;
+    char *ep = fresh_endpoint();
+    pid_t pid = start_server(ep, NULL, NULL);
+    struct slow_call sc = {0};
+    assert_int_equal(csi_conn_new(ep, NULL, &sc.c), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, slow_create, &sc), 0);
+    util_sleep(300 * UTIL_MS);
+    /* The handler outlives the 1 s grace: the server waits for it. */
+    int status = th_stop(pid, SIGTERM);
+    pthread_join(th, NULL);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(sc.rc, -EREMOTEIO);
+    csi_conn_free(sc.c);
+    free(ep);
+}
+
 /* ---- concurrency and hooks ------------------------------------------------ */
 
 #define N_THREADS 16
@@ -738,6 +776,7 @@ int main(void)
         cmocka_unit_test(test_bad_endpoints_are_rejected_naming_the_flag),
         cmocka_unit_test(test_killed_driver_is_reported_as_lost),
         cmocka_unit_test(test_loss_exit_writes_termination_log_and_exits_1),
+        cmocka_unit_test(test_server_stopped_during_a_call_exits_cleanly),
         cmocka_unit_test(test_1000_calls_from_16_threads_get_their_own_answers),
         cmocka_unit_test(test_call_hook_sees_method_code_and_duration),
         cmocka_unit_test(test_v5_logs_requests_and_responses_without_secrets),

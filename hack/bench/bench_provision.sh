@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# Benchmarks csi-provisioner end to end: kube-lite (plain HTTP, binder on) +
+# example driver (no injected delay, --sync=false: the driver's fsync is not
+# what is measured) + csi-provisioner, all on this machine's cores. Builds
+# the project and hack/bench/bench_provision.c, which creates the claims
+# at once (8 keep-alive client threads), follows them with watches and reads
+# kube-lite's /metrics (see its header for how each figure is taken).
+#
+#   hack/bench/bench_provision.sh [N]        N claims for the high-budget run (1000)
+#   N_DEFAULT=100 CACHED=100000 B=build hack/bench/bench_provision.sh
+#
+# Runs, each against a fresh kube-lite, driver and provisioner:
+#   1. upstream's default client budget --kube-api-qps=5 --kube-api-burst=10
+#      (and the default 100 worker threads) with N_DEFAULT (100) claims only:
+#      at 5 requests/s a run of 1000 would take ~20 minutes;
+#   2. a high budget --kube-api-qps=10000 --kube-api-burst=10000
+#      --worker-threads=100 with N claims;
+#   then deletes every claim of the run and times the PVs going away;
+#   2b. the same budget with kube-lite's binder off (the claims are created
+#      with its annotation; done = PV created): the provisioner's own rate,
+#      as the binder's cost grows with the number of PVs;
+#   3. the provisioner's memory with CACHED (100000) PVCs + CACHED PVs of
+#      another driver in kube-lite (bound, so it only caches them): VmRSS
+#      once its informers synced (the "provisioner started" log line).
+#      CACHED=0 skips it.
+# Targets are printed next to the figures; the only failures are correctness
+# (a claim not Bound, something not deleted), which exit 1.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+B=${B:-build}
+N=${1:-${N:-1000}}
+N_DEFAULT=${N_DEFAULT:-100}
+CACHED=${CACHED:-100000}
+DRIVER_NAME=hostpath.csi.example.com
+
+make --no-print-directory -s B="$B" "$B/bin/kube-lite" "$B/bin/example-csi-driver" \
+  "$B/bin/csi-provisioner" >/dev/null
+mkdir -p "$B/bench"
+# shellcheck disable=SC2046 # pkg-config output is meant to split
+cc -O2 -std=gnu11 -D_GNU_SOURCE $(pkg-config --cflags json-c libcurl) \
+  hack/bench/bench_provision.c $(pkg-config --libs json-c libcurl) -lpthread \
+  -o "$B/bench/bench_provision"
+HELPER="$B/bench/bench_provision"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/provision-bench.XXXXXX")
+KL_PID=
+DRV_PID=
+PROV_PID=
+status=0
+
+# stop PID NAME: SIGTERM, SIGKILL after 20 s; a nonzero exit is reported.
+stop() {
+  local pid=$1 name=$2 rc
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 200); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "  $name did not stop within 20 s of SIGTERM; killing it" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rc=0
+  wait "$pid" 2>/dev/null || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "  $name exited with status $rc" >&2
+  fi
+}
+
+stop_all() {
+  stop "$PROV_PID" csi-provisioner
+  PROV_PID=
+  stop "$DRV_PID" example-csi-driver
+  DRV_PID=
+  stop "$KL_PID" kube-lite
+  KL_PID=
+}
+
+# shellcheck disable=SC2317 # called through the EXIT trap
+cleanup() {
+  stop_all
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# start_kube_lite DIR [ARGS]: sets URL
+start_kube_lite() {
+  local d=$1
+  shift
+  "$B/bin/kube-lite" --listen 127.0.0.1:0 --write-kubeconfig "$d/kubeconfig" "$@" \
+    >"$d/kube-lite.out" 2>"$d/kube-lite.log" &
+  KL_PID=$!
+  for _ in $(seq 1 200); do
+    grep -q 'serving on' "$d/kube-lite.out" 2>/dev/null && break
+    sleep 0.05
+  done
+  URL=$(sed -n 's/^kube-lite: serving on //p' "$d/kube-lite.out")
+  [ -n "$URL" ] || { echo "kube-lite did not start: $(cat "$d/kube-lite.log")" >&2; exit 1; }
+}
+
+start_driver() {
+  local d=$1
+  "$B/bin/example-csi-driver" --endpoint="unix://$d/csi.sock" --state-dir="$d/state" \
+    --nodeid=node-1 --plugin-caps=CONTROLLER_SERVICE --capacity=1Ei --sync=false \
+    2>"$d/driver.log" &
+  DRV_PID=$!
+  for _ in $(seq 1 200); do
+    grep -q 'serving on' "$d/driver.log" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "the driver did not start: $(cat "$d/driver.log")" >&2
+  exit 1
+}
+
+# start_prov DIR FLAGS...: waits for the informers to sync ("provisioner started")
+start_prov() {
+  local d=$1
+  shift
+  "$B/bin/csi-provisioner" --kubeconfig="$d/kubeconfig" --csi-address="$d/csi.sock" \
+    --retry-interval-start=50ms --timeout=10s "$@" 2>"$d/prov.log" &
+  PROV_PID=$!
+  for _ in $(seq 1 6000); do
+    grep -q 'provisioner started' "$d/prov.log" 2>/dev/null && return 0
+    kill -0 "$PROV_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "the provisioner did not start: $(tail -n 5 "$d/prov.log")" >&2
+  exit 1
+}
+
+kib() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"; }
+mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
+
+storage_class() {
+  curl -sS -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+    --data "{\"apiVersion\":\"storage.k8s.io/v1\",\"kind\":\"StorageClass\",\"metadata\":{\"name\":\"bench\"},\"provisioner\":\"$DRIVER_NAME\",\"reclaimPolicy\":\"Delete\",\"volumeBindingMode\":\"Immediate\"}" \
+    "$URL/apis/storage.k8s.io/v1/storageclasses" | grep -q 201
+}
+
+# run_case TITLE COUNT PROVISIONER-FLAGS...; KL_ARGS and HELPER_ARGS (arrays)
+# go to kube-lite and to the helper.
+KL_ARGS=()
+HELPER_ARGS=()
+run_case() {
+  local title=$1 count=$2
+  shift 2
+  local d
+  d=$(mktemp -d "$tmp/case.XXXXXX")
+  echo "== $title: $count claims; csi-provisioner $*"
+  start_kube_lite "$d" "${KL_ARGS[@]}"
+  start_driver "$d"
+  storage_class
+  start_prov "$d" "$@"
+  echo "  provisioner at start (empty cluster, informers synced): VmRSS $(mib "$(kib "$PROV_PID" VmRSS)") MiB" \
+    "(RssAnon $(mib "$(kib "$PROV_PID" RssAnon)") MiB, RssFile $(mib "$(kib "$PROV_PID" RssFile)") MiB: shared libraries)"
+  if ! "$HELPER" run --url="$URL" --count="$count" --prov-pid="$PROV_PID" --state-dir="$d/state" \
+    --timeout=1800 "${HELPER_ARGS[@]}"; then
+    status=1
+    echo "  FAILED (see above); provisioner log tail:"
+    grep -v '^I' "$d/prov.log" | tail -n 10 | sed 's/^/    /'
+  fi
+  stop_all
+  rm -rf "$d"
+}
+
+echo "csi-provisioner benchmark on $(nproc) cores ($(uname -m)); kube-lite, example driver," \
+  "provisioner and load generator share them"
+run_case "upstream default client budget (N=$N_DEFAULT to keep it short)" "$N_DEFAULT" \
+  --kube-api-qps=5 --kube-api-burst=10
+run_case "high client budget" "$N" \
+  --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
+# The same without kube-lite's binder, whose cost grows with the number of
+# PVs (it scans them for every claim): the provisioner's own throughput.
+KL_ARGS=(--controllers=)
+HELPER_ARGS=(--no-binder)
+run_case "high client budget, provisioner alone (kube-lite binder off, claims created with the storage-provisioner annotation; done = PV created and claim released; no deletion phase)" "$N" \
+  --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
+KL_ARGS=()
+HELPER_ARGS=()
+
+if [ "$CACHED" -gt 0 ]; then
+  d=$(mktemp -d "$tmp/cache.XXXXXX")
+  echo "== provisioner memory with $CACHED PVCs + $CACHED PVs of another driver cached"
+  # No built-in controllers: the objects are created bound and stay as they are.
+  start_kube_lite "$d" --controllers= --history=1000
+  "$HELPER" fill --url="$URL" --count="$CACHED" || status=1
+  start_driver "$d"
+  t0=$(date +%s.%N)
+  start_prov "$d" --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
+  t1=$(date +%s.%N)
+  rss=$(kib "$PROV_PID" VmRSS)
+  hwm=$(kib "$PROV_PID" VmHWM)
+  anon=$(kib "$PROV_PID" RssAnon)
+  sleep 2
+  rss2=$(kib "$PROV_PID" VmRSS)
+  echo "  informers synced $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s after start"
+  echo "  provisioner VmRSS once synced: $(mib "$rss") MiB (RssAnon $(mib "$anon") MiB; $(mib "$rss2") MiB 2 s later), peak VmHWM $(mib "$hwm") MiB (target <= 100 MB)"
+  stop_all
+fi
+exit "$status"
