@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/linkhash.h>
 #include <openssl/evp.h>
 
 #include "kube-lite/kl.h"
@@ -43,6 +44,10 @@ struct kl_controllers {
     pthread_cond_t cv;
     bool kicked;
     bool stop;
+    /* "namespace/name" of a claim -> name of the PV whose claimRef names it.
+     * Only the controller thread uses it; lookups are checked against the PV,
+     * so a stale entry costs nothing. */
+    struct lh_table *claim_pv;
 };
 
 static const char *jstr(const json_object *o, const char *key)
@@ -147,6 +152,56 @@ static bool find_pv_for_claim(void *ud, const kl_obj *o)
     return found;
 }
 
+static void free_index_entry(struct lh_entry *e)
+{
+    free(lh_entry_k(e));
+    free((void *)lh_entry_v(e));
+}
+
+static void index_pv(kl_controllers *c, const char *pv_name, json_object *pv)
+{
+    json_object *ref = jget(jget(pv, "spec"), "claimRef");
+    const char *ns = jstr(ref, "namespace"), *name = jstr(ref, "name");
+    if (!ns || !name)
+        return;
+    char *key = util_asprintf("%s/%s", ns, name);
+    char *old = NULL;
+    if (lh_table_lookup_ex(c->claim_pv, key, (void **)&old) && old && strcmp(old, pv_name) == 0) {
+        free(key);
+        return;
+    }
+    lh_table_delete(c->claim_pv, key);
+    lh_table_insert(c->claim_pv, key, util_strdup(pv_name));
+}
+
+/* The PV whose claimRef names ns/name (and uid when both have one), via the
+ * index: no scan of every PV per claim event. Caller frees. */
+static char *pv_for_claim(kl_controllers *c, const char *ns, const char *name, const char *uid)
+{
+    char *key = util_asprintf("%s/%s", ns, name);
+    const char *pvname = NULL;
+    bool hit = lh_table_lookup_ex(c->claim_pv, key, (void **)&pvname);
+    free(key);
+    if (!hit || !pvname)
+        return NULL;
+    kl_obj *o = kl_store_get(c->store, c->t[T_PV], NULL, pvname);
+    if (!o)
+        return NULL;
+    struct claim_search s = {ns, name, uid, NULL};
+    find_pv_for_claim(&s, o);
+    kl_obj_unref(o);
+    return s.found;
+}
+
+static bool index_each(void *ud, const kl_obj *o)
+{
+    kl_controllers *c = ud;
+    json_object *tree = kl_obj_tree(o);
+    index_pv(c, o->name, tree);
+    json_object_put(tree);
+    return false;
+}
+
 static void reconcile_pv(kl_controllers *c, const char *name);
 
 static void reconcile_pvc(kl_controllers *c, const char *ns, const char *name)
@@ -164,8 +219,8 @@ static void reconcile_pvc(kl_controllers *c, const char *ns, const char *name)
         return;
     }
     if (!vol || !*vol) {
-        struct claim_search s = {ns, name, meta_str(obj, "uid"), NULL};
-        kl_store_each(c->store, c->t[T_PV], NULL, find_pv_for_claim, &s);
+        struct claim_search s = {ns, name, meta_str(obj, "uid"),
+                                 pv_for_claim(c, ns, name, meta_str(obj, "uid"))};
         if (s.found) {
             json_object *pv = get(c, T_PV, NULL, s.found);
             if (pv) {
@@ -557,6 +612,7 @@ static void resync(kl_controllers *c)
 {
     struct key_list l = {0};
     if (c->o.binder) {
+        kl_store_each(c->store, c->t[T_PV], NULL, index_each, c);
         kl_store_each(c->store, c->t[T_PVC], NULL, collect_keys, &l);
         for (size_t i = 0; i < l.n; i++)
             reconcile_pvc(c, l.ns[i], l.names[i]);
@@ -592,11 +648,10 @@ static void handle(kl_controllers *c, int which, const kl_event *e)
             if (vol && *vol) {
                 reconcile_pv(c, vol);
             } else {
-                struct claim_search cs = {ns, name, NULL, NULL};
-                kl_store_each(c->store, c->t[T_PV], NULL, find_pv_for_claim, &cs);
-                if (cs.found)
-                    reconcile_pv(c, cs.found);
-                free(cs.found);
+                char *found = pv_for_claim(c, ns, name, NULL);
+                if (found)
+                    reconcile_pv(c, found);
+                free(found);
             }
         }
         if (c->o.attach && e->type != KL_DELETED) {
@@ -610,6 +665,8 @@ static void handle(kl_controllers *c, int which, const kl_event *e)
     case T_PV: {
         if (!c->o.binder)
             break;
+        if (e->type != KL_DELETED)
+            index_pv(c, name, tree);
         reconcile_pv(c, name);
         json_object *ref = jget(jget(tree, "spec"), "claimRef");
         if (ref && e->type != KL_DELETED)
@@ -697,6 +754,7 @@ int kl_controllers_start(kl_api *api, const kl_controllers_opts *opts, kl_contro
     c->t[T_CSIDRIVER] = kl_type_find("storage.k8s.io", "v1", "csidrivers");
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    c->claim_pv = lh_kchar_table_new(1024, free_index_entry);
     uint64_t rv = kl_store_rv(c->store);
     for (int k = 0; k < N_WATCHED; k++)
         kl_store_watch(c->store, c->t[k], rv, kick, c, &c->w[k]);
@@ -722,5 +780,6 @@ void kl_controllers_stop(kl_controllers *c)
         kl_watch_free(c->w[k]);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
+    lh_table_free(c->claim_pv);
     free(c);
 }
