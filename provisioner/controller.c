@@ -51,6 +51,9 @@ struct prov_ctrl {
      * the repeat is one idempotent call. */
     pthread_mutex_t done_mu;
     struct lh_table *deleted;
+    /* Claims (by uid) whose in-progress finalizer we removed: until the
+     * cache shows it gone, a sync must not patch again (a 422 and a GET). */
+    struct lh_table *released;
     /* the snapshot orphan sweeper */
     pthread_t sweep_th;
     bool sweeping;
@@ -174,6 +177,32 @@ static int remove_finalizer(prov_ctrl *c, const char *path, const json_object *o
         obs_v(2, "removing finalizer %s from %s: %s", fin, path, r.message);
     kube_resp_clear(&r);
     return rc;
+}
+
+/* Removes the claim's in-progress finalizer and remembers that we did. */
+static int release_claim(prov_ctrl *c, const char *path, const json_object *pvc)
+{
+    int rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+    const char *uid = meta(pvc, "uid");
+    if (rc == 0 && uid) {
+        pthread_mutex_lock(&c->done_mu);
+        if (!lh_table_lookup_entry(c->released, uid))
+            lh_table_insert(c->released, util_strdup(uid), NULL);
+        pthread_mutex_unlock(&c->done_mu);
+    }
+    return rc;
+}
+
+/* True when the cached claim still shows a finalizer we already removed. */
+static bool released_already(prov_ctrl *c, const json_object *pvc)
+{
+    const char *uid = meta(pvc, "uid");
+    if (!uid)
+        return false;
+    pthread_mutex_lock(&c->done_mu);
+    bool yes = lh_table_lookup_entry(c->released, uid) != NULL;
+    pthread_mutex_unlock(&c->done_mu);
+    return yes;
 }
 
 /* ---- claims --------------------------------------------------------------------- */
@@ -562,7 +591,7 @@ static int cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const cha
         obs_warn("claim %s/%s was deleted during provisioning and its StorageClass is gone: "
                  "cannot repeat CreateVolume to clean up; releasing the claim",
                  meta(pvc, "namespace"), meta(pvc, "name"));
-        return remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+        return release_claim(c, path, pvc);
     }
     Csi__V1__CreateVolumeRequest *req = NULL;
     prov_secret_refs refs = {0};
@@ -578,7 +607,7 @@ static int cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const cha
         source_clear(&src);
         json_object_put(sc);
         prov_secret_refs_clear(&refs);
-        return remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+        return release_claim(c, path, pvc);
     }
     rc = add_secrets(c, req, &refs.ref[PROV_SECRET_PROVISIONER]);
     csi_status st = {0};
@@ -622,7 +651,7 @@ static int cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const cha
     source_clear(&src);
     if (rc < 0)
         return rc;
-    return remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+    return release_claim(c, path, pvc);
 }
 
 static int remove_selected_node(prov_ctrl *c, const char *path)
@@ -689,7 +718,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         free(msg);
         if (state == PROV_RESCHEDULE && prov_selected_node(pvc)) {
             remove_selected_node(c, path);
-            remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+            release_claim(c, path, pvc);
             rc = 0;
         }
         obs_counter_add(c->provision_failed, lv, 1);
@@ -710,7 +739,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
             /* The driver has no volume of that name (it would have returned
              * it), so the claim's intent goes with the node. */
             remove_selected_node(c, path);
-            rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+            rc = release_claim(c, path, pvc);
         } else if (prov_is_infeasible(st.code)) {
             rc = SYNC_SLOW;
         }
@@ -759,7 +788,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         obs_counter_add(c->provision_total, lv, 1);
         obs_histogram_observe(c->provision_seconds, lv,
                               (double)(util_now_mono() - start) / UTIL_SECOND);
-        rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+        rc = release_claim(c, path, pvc);
     }
 out:
     /* Done with the source once the volume exists (upstream drops the
@@ -805,7 +834,7 @@ static int cleanup_needed(prov_ctrl *c, const json_object *pvc, const char *path
     free(pv_path);
     if (rc == 0) {
         kube_resp_clear(&r);
-        rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+        rc = release_claim(c, path, pvc);
         return rc < 0 ? rc : 0;
     }
     if (kube_is_not_found(&r))
@@ -830,11 +859,13 @@ static int sync_claim(prov_ctrl *c, const char *key)
     /* Every driver's provisioner uses the same finalizer name: it is ours
      * only on a claim that asks for our driver. */
     bool ours = finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0 && should_provision(c, pvc);
+    if (ours && released_already(c, pvc))
+        goto out; /* a stale copy: the update without the finalizer is on its way */
     bool deleting = meta(pvc, "deletionTimestamp") != NULL;
     const char *bound = jstr(jget(pvc, "spec"), "volumeName");
     if (bound && *bound) {
         if (ours)
-            rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+            rc = release_claim(c, path, pvc);
         goto out;
     }
     if (!ours && (deleting || !should_provision(c, pvc)))
@@ -852,7 +883,7 @@ static int sync_claim(prov_ctrl *c, const char *key)
     if (pv) {
         json_object_put(pv);
         if (ours)
-            rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+            rc = release_claim(c, path, pvc);
         goto out;
     }
     if (deleting) {
@@ -1035,6 +1066,12 @@ static void *sweeper(void *arg)
 static void claim_changed(void *ud, json_object *obj)
 {
     prov_ctrl *c = ud;
+    const char *uid = meta(obj, "uid");
+    if (uid && finalizer_index(obj, PROV_FINALIZER_IN_PROGRESS) < 0) {
+        pthread_mutex_lock(&c->done_mu);
+        lh_table_delete(c->released, uid);
+        pthread_mutex_unlock(&c->done_mu);
+    }
     char *key = kube_key(obj);
     wq_add(c->claims, key);
     free(key);
@@ -1173,6 +1210,7 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
     pthread_mutex_init(&c->sweep_mu, NULL);
     pthread_cond_init(&c->sweep_cv, NULL);
     c->deleted = lh_kchar_table_new(64, free_key);
+    c->released = lh_kchar_table_new(64, free_key);
     obs_registry *m = opts->metrics;
     static const char *const cls[] = {"class", NULL};
     static const double buckets[] = {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10};
@@ -1281,6 +1319,7 @@ void prov_ctrl_stop(prov_ctrl *c)
     wq_free(c->claims);
     wq_free(c->volumes);
     lh_table_free(c->deleted);
+    lh_table_free(c->released);
     pthread_mutex_destroy(&c->done_mu);
     pthread_mutex_destroy(&c->sweep_mu);
     pthread_cond_destroy(&c->sweep_cv);
