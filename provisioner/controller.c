@@ -16,6 +16,7 @@
  *     entry, never a merge patch built from a stale cache (upstream #1217).
  */
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -398,11 +399,31 @@ static int64_t quantity_of(json_object *q)
     return 0;
 }
 
+/*
+ * The cached object, or else the API server's: a clone's source claim and
+ * volume are bound, and the caches leave settled bound objects out
+ * (keep_pvc, keep_pv). NULL when neither has it.
+ */
+static json_object *cached_or_get(prov_ctrl *c, kube_informer *inf, const kube_resource *res,
+                                  const char *ns, const char *name)
+{
+    json_object *obj = kube_informer_get(inf, ns, name);
+    if (obj)
+        return obj;
+    char *path = kube_path(res, ns, name, NULL);
+    kube_resp r = {0};
+    if (kube_get(c->o.kube, path, &r) == 0)
+        obj = json_object_get(r.body);
+    kube_resp_clear(&r);
+    free(path);
+    return obj;
+}
+
 /* A clone: the source claim, bound, same class, handled by our driver. */
 static int resolve_clone(prov_ctrl *c, const json_object *pvc, const char *name, struct source *src)
 {
     const char *ns = meta(pvc, "namespace");
-    json_object *spvc = kube_informer_get(c->pvcs, ns, name);
+    json_object *spvc = cached_or_get(c, c->pvcs, &KUBE_PVC, ns, name);
     if (!spvc)
         return util_err_set(-ENOENT,
                             "error getting handle for DataSource Type PersistentVolumeClaim by "
@@ -421,7 +442,7 @@ static int resolve_clone(prov_ctrl *c, const json_object *pvc, const char *name,
                           "%s",
                           src_class ? src_class : "", want_class ? want_class : "");
     }
-    json_object *pv = rc == 0 ? kube_informer_get(c->pvs, NULL, vol) : NULL;
+    json_object *pv = rc == 0 ? cached_or_get(c, c->pvs, &KUBE_PV, NULL, vol) : NULL;
     if (rc == 0 && !pv)
         rc = util_err_set(-EAGAIN, "error getting PV %s from api server", vol);
     const char *driver = pv ? jstr(jget(jget(pv, "spec"), "csi"), "driver") : NULL;
@@ -1083,6 +1104,19 @@ static void claim_updated(void *ud, json_object *old, json_object *obj)
     claim_changed(ud, obj);
 }
 
+/* Gone from the cache (deleted, or bound and no longer cached): nothing of
+ * it needs remembering. */
+static void claim_gone(void *ud, json_object *obj)
+{
+    prov_ctrl *c = ud;
+    const char *uid = meta(obj, "uid");
+    if (uid) {
+        pthread_mutex_lock(&c->done_mu);
+        lh_table_delete(c->released, uid);
+        pthread_mutex_unlock(&c->done_mu);
+    }
+}
+
 static void volume_changed(void *ud, json_object *obj)
 {
     prov_ctrl *c = ud;
@@ -1136,14 +1170,88 @@ static void slim_pvc(void *ud, json_object *obj)
     jdel(obj, "status");
 }
 
+/*
+ * Claims worth caching: those waiting for a volume, and those carrying a
+ * finalizer this provisioner removes. A bound claim is otherwise never read
+ * from the cache (a clone source is fetched when it is not cached), and most
+ * of a big cluster's claims are bound.
+ */
+static bool keep_pvc(void *ud, const json_object *pvc)
+{
+    (void)ud;
+    const char *bound = jstr(jget(pvc, "spec"), "volumeName");
+    return !bound || !*bound || finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0 ||
+           finalizer_index(pvc, CLONE_FINALIZER) >= 0;
+}
+
+/*
+ * Volumes worth caching: our driver's (the others are never ours to
+ * delete), and of those only the ones with work ahead. A Bound volume that
+ * already has the finalizer its reclaim policy wants waits for its claim to
+ * go: the update to Released brings it back as an add. Most volumes of a
+ * big cluster are such, so the cache stays small however many there are.
+ */
+static bool keep_pv(void *ud, const json_object *pv)
+{
+    const prov_ctrl *c = ud;
+    json_object *spec = jget(pv, "spec");
+    const char *driver = jstr(jget(spec, "csi"), "driver");
+    if (!driver || strcmp(driver, c->cfg.driver_name) != 0)
+        return false;
+    const char *phase = jstr(jget(pv, "status"), "phase");
+    if (!phase || strcmp(phase, "Bound") != 0 || meta(pv, "deletionTimestamp"))
+        return true;
+    const char *policy = jstr(spec, "persistentVolumeReclaimPolicy");
+    bool wants_fin = policy && strcmp(policy, "Delete") == 0;
+    return wants_fin != (finalizer_index(pv, PV_FINALIZER) >= 0);
+}
+
+/* Drops every member of `o` not named in `keys` (NULL-ended). */
+static void keep_only(json_object *o, const char *const *keys)
+{
+    if (!o || !json_object_is_type(o, json_type_object))
+        return;
+    const char *drop[64];
+    size_t n = 0;
+    json_object_object_foreach(o, k, v)
+    {
+        (void)v;
+        bool keep = false;
+        for (size_t i = 0; keys[i] && !keep; i++)
+            keep = strcmp(k, keys[i]) == 0;
+        if (!keep && n < sizeof(drop) / sizeof(drop[0]))
+            drop[n++] = k;
+    }
+    for (size_t i = 0; i < n; i++)
+        json_object_object_del(o, drop[i]);
+}
+
+/*
+ * A PV keeps what the volume sync, the claim release, events about it and
+ * node-local deletion read: a cached volume costs a few hundred bytes.
+ */
 static void slim_pv(void *ud, json_object *obj)
 {
     (void)ud;
-    json_object *m = jget(obj, "metadata"), *a = jget(m, "annotations");
-    jdel(m, "managedFields");
-    jdel(a, "kubectl.kubernetes.io/last-applied-configuration");
-    json_object *csi = jget(jget(obj, "spec"), "csi");
-    jdel(csi, "volumeAttributes");
+    static const char *const top[] = {"apiVersion", "kind", "metadata", "spec", "status", NULL};
+    static const char *const m[] = {
+        "name", "uid", "resourceVersion", "annotations", "finalizers", "deletionTimestamp", NULL};
+    static const char *const ann[] = {ANN_PROVISIONED_BY, ANN_DELETE_SECRET_NAME,
+                                      ANN_DELETE_SECRET_NS, NULL};
+    static const char *const spec[] = {
+        "capacity",         "claimRef",     "csi", "persistentVolumeReclaimPolicy",
+        "storageClassName", "nodeAffinity", NULL};
+    static const char *const ref[] = {"namespace", "name", "uid", NULL};
+    static const char *const csi[] = {"driver", "volumeHandle", NULL};
+    static const char *const status[] = {"phase", NULL};
+    keep_only(obj, top);
+    json_object *md = jget(obj, "metadata"), *sp = jget(obj, "spec");
+    keep_only(md, m);
+    keep_only(jget(md, "annotations"), ann);
+    keep_only(sp, spec);
+    keep_only(jget(sp, "claimRef"), ref);
+    keep_only(jget(sp, "csi"), csi);
+    keep_only(jget(obj, "status"), status);
 }
 
 static void slim_meta(void *ud, json_object *obj)
@@ -1194,9 +1302,10 @@ static void *work(void *arg)
 }
 
 static int informer(prov_ctrl *c, const kube_resource *res, void (*slim)(void *, json_object *),
-                    kube_handlers h, kube_informer **out)
+                    bool (*keep)(void *, const json_object *), kube_handlers h, kube_informer **out)
 {
-    kube_informer_opts o = {.res = res, .transform = slim, .handlers = h};
+    kube_informer_opts o = {
+        .res = res, .transform = slim, .transform_ud = c, .keep = keep, .handlers = h};
     return kube_informer_new(c->o.kube, &o, out);
 }
 
@@ -1244,20 +1353,20 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
     qo.name = "volumes";
     c->volumes = wq_new(&qo);
 
-    int rc = informer(c, &KUBE_PVC, slim_pvc,
-                      (kube_handlers){claim_changed, claim_updated, NULL, c}, &c->pvcs);
+    int rc = informer(c, &KUBE_PVC, slim_pvc, keep_pvc,
+                      (kube_handlers){claim_changed, claim_updated, claim_gone, c}, &c->pvcs);
     if (rc == 0)
-        rc = informer(c, &KUBE_PV, slim_pv,
+        rc = informer(c, &KUBE_PV, slim_pv, keep_pv,
                       (kube_handlers){volume_changed, volume_updated, volume_deleted, c}, &c->pvs);
     if (rc == 0)
-        rc = informer(c, &KUBE_STORAGECLASS, slim_meta, (kube_handlers){0}, &c->classes);
+        rc = informer(c, &KUBE_STORAGECLASS, slim_meta, NULL, (kube_handlers){0}, &c->classes);
     if (rc == 0 && cfg->topology) {
-        rc = informer(c, &KUBE_NODE, slim_meta, (kube_handlers){0}, &c->nodes);
+        rc = informer(c, &KUBE_NODE, slim_meta, NULL, (kube_handlers){0}, &c->nodes);
         if (rc == 0)
-            rc = informer(c, &KUBE_CSINODE, slim_meta, (kube_handlers){0}, &c->csinodes);
+            rc = informer(c, &KUBE_CSINODE, slim_meta, NULL, (kube_handlers){0}, &c->csinodes);
     }
     if (rc == 0 && opts->publish_unpublish) {
-        rc = informer(c, &KUBE_VOLUMEATTACHMENT, slim_meta,
+        rc = informer(c, &KUBE_VOLUMEATTACHMENT, slim_meta, NULL,
                       (kube_handlers){NULL, NULL, attachment_deleted, c}, &c->vas);
         if (rc == 0)
             rc = kube_informer_add_index(c->vas, "pv", va_by_pv);
@@ -1289,7 +1398,13 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
     if (opts->sweep_interval > 0 && cfg->create_delete_snapshot &&
         pthread_create(&c->sweep_th, NULL, sweeper, c) == 0)
         c->sweeping = true;
+    /* The first lists parsed every object of the cluster, cached or not:
+     * give those pages back rather than carry them for the process's life. */
+    malloc_trim(0);
     obs_info("provisioner started: %d claim and %d volume workers", n, n);
+    obs_v(2, "cached: %zu claims (%zu bytes), %zu volumes (%zu bytes)",
+          kube_informer_count(c->pvcs), kube_informer_bytes(c->pvcs), kube_informer_count(c->pvs),
+          kube_informer_bytes(c->pvs));
     *out = c;
     return 0;
 }

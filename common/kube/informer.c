@@ -340,9 +340,15 @@ static const char *obj_rv(json_object *obj)
     return NULL;
 }
 
+static void apply_delete(kube_informer *inf, json_object *obj);
+
 /* Stores `obj` (transformed in place) and calls the handlers. */
 static void apply_upsert(kube_informer *inf, json_object *obj)
 {
+    if (inf->o.keep && !inf->o.keep(inf->o.transform_ud, obj)) {
+        apply_delete(inf, obj);
+        return;
+    }
     slim(inf, obj);
     char *key = kube_key(obj);
     pthread_rwlock_wrlock(&inf->lock);

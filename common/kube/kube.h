@@ -189,6 +189,11 @@ typedef struct kube_informer_opts {
      * informer drops metadata.managedFields only. */
     void (*transform)(void *ud, json_object *obj);
     void *transform_ud;
+    /* Which objects to cache at all (NULL: every one), asked before the
+     * transform with transform_ud. An object that stops passing leaves the
+     * cache with an on_delete call, as if deleted on the server: a sidecar
+     * need not hold the cluster's objects that can never concern it. */
+    bool (*keep)(void *ud, const json_object *obj);
     util_duration resync; /* 0: none; resync calls on_update(obj, obj) */
     int page_size;        /* list pages; 0: 500 */
     kube_handlers handlers;

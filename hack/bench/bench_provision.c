@@ -28,9 +28,11 @@
  *     are waited for), and there is no deletion phase (nobody would release
  *     the PVs).
  *
- *   bench_provision fill --url=URL --count=N [--threads=8]
- *     Creates N PVCs and N PVs (~1 KB each), already bound, of another
- *     driver: objects a provisioner only caches.
+ *   bench_provision fill --url=URL --count=N [--threads=8] [--fill-driver=NAME]
+ *     Creates N PVCs and N PVs (~1 KB each), already bound, of driver NAME
+ *     (default other.csi.example.com, another driver's objects a
+ *     provisioner need not cache; the benchmarked driver's name gives
+ *     settled volumes of its own).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -63,7 +65,12 @@ static struct {
     int timeout_s;
     bool no_binder;
     const char *driver;
-} cfg = {.threads = 8, .class = "bench", .timeout_s = 600, .driver = "hostpath.csi.example.com"};
+    const char *fill_driver;
+} cfg = {.threads = 8,
+         .class = "bench",
+         .timeout_s = 600,
+         .driver = "hostpath.csi.example.com",
+         .fill_driver = "other.csi.example.com"};
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
@@ -561,8 +568,8 @@ static void fill_pvc(char *out, size_t len, int i)
              "\"app.kubernetes.io/name\":\"database\",\"app.kubernetes.io/instance\":\"db-%d\"},"
              "\"annotations\":{\"pv.kubernetes.io/bind-completed\":\"yes\","
              "\"pv.kubernetes.io/bound-by-controller\":\"yes\","
-             "\"volume.beta.kubernetes.io/storage-provisioner\":\"other.csi.example.com\","
-             "\"volume.kubernetes.io/storage-provisioner\":\"other.csi.example.com\","
+             "\"volume.beta.kubernetes.io/storage-provisioner\":\"%s\","
+             "\"volume.kubernetes.io/storage-provisioner\":\"%s\","
              "\"volume.kubernetes.io/selected-node\":\"node-%d.cluster.example.com\"},"
              "\"finalizers\":[\"kubernetes.io/pvc-protection\"]},"
              "\"spec\":{\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{"
@@ -570,7 +577,7 @@ static void fill_pvc(char *out, size_t len, int i)
              "\"volumeMode\":\"Filesystem\",\"volumeName\":\"pvc-%s\"},"
              "\"status\":{\"phase\":\"Bound\",\"accessModes\":[\"ReadWriteOnce\"],"
              "\"capacity\":{\"storage\":\"10Gi\"}}}",
-             i, i % 1000, i % 64, uid);
+             i, i % 1000, cfg.fill_driver, cfg.fill_driver, i % 64, uid);
 }
 
 static void fill_pv(char *out, size_t len, int i)
@@ -581,7 +588,7 @@ static void fill_pv(char *out, size_t len, int i)
     snprintf(out, len,
              "{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolume\",\"metadata\":{"
              "\"name\":\"pvc-%s\",\"annotations\":{"
-             "\"pv.kubernetes.io/provisioned-by\":\"other.csi.example.com\","
+             "\"pv.kubernetes.io/provisioned-by\":\"%s\","
              "\"volume.kubernetes.io/provisioner-deletion-secret-name\":\"\","
              "\"volume.kubernetes.io/provisioner-deletion-secret-namespace\":\"\"},"
              "\"finalizers\":[\"external-provisioner.volume.kubernetes.io/finalizer\","
@@ -591,16 +598,17 @@ static void fill_pv(char *out, size_t len, int i)
              "\"volumeMode\":\"Filesystem\",\"claimRef\":{\"kind\":\"PersistentVolumeClaim\","
              "\"namespace\":\"default\",\"name\":\"data-statefulset-%07d\",\"uid\":\"%s\","
              "\"apiVersion\":\"v1\",\"resourceVersion\":\"%d\"},"
-             "\"csi\":{\"driver\":\"other.csi.example.com\",\"volumeHandle\":\"%s\","
+             "\"csi\":{\"driver\":\"%s\",\"volumeHandle\":\"%s\","
              "\"fsType\":\"ext4\",\"volumeAttributes\":{"
              "\"storage.kubernetes.io/"
-             "csiProvisionerIdentity\":\"1700000000000-8081-other.csi.example.com\","
+             "csiProvisionerIdentity\":\"1700000000000-8081-%s\","
              "\"kind\":\"filesystem\"}},"
              "\"nodeAffinity\":{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{"
              "\"key\":\"topology.hostpath.csi/node\",\"operator\":\"In\",\"values\":["
              "\"node-%d.cluster.example.com\"]}]}]}}},"
              "\"status\":{\"phase\":\"Bound\"}}",
-             uid, i, uid, 1000 + i, handle, i % 64);
+             uid, cfg.fill_driver, i, uid, 1000 + i, cfg.fill_driver, handle, cfg.fill_driver,
+             i % 64);
 }
 
 static void *par_worker(void *arg)
@@ -637,13 +645,24 @@ static void *par_worker(void *arg)
             want = 200;
             break;
         case OP_FILL_PVC:
-            fill_pvc(body, sizeof(body), i);
-            code = client_do(&c, NULL, PVCS, body);
+        case OP_FILL_PV: {
+            bool claim = p->op == OP_FILL_PVC;
+            if (claim)
+                fill_pvc(body, sizeof(body), i);
+            else
+                fill_pv(body, sizeof(body), i);
+            code = client_do(&c, NULL, claim ? PVCS : PVS, body);
+            if (code != 201)
+                break;
+            /* The API server ignores status on create: Bound is set the way
+             * the binder sets it, through the status subresource. */
+            const char *name = strstr(body, "\"name\":\"");
+            size_t n = name ? strcspn(name + 8, "\"") : 0;
+            snprintf(path, sizeof(path), "%s/%.*s/status", claim ? PVCS : PVS, (int)n,
+                     name ? name + 8 : "");
+            code = client_do(&c, "PUT", path, body) == 200 ? 201 : 0;
             break;
-        case OP_FILL_PV:
-            fill_pv(body, sizeof(body), i);
-            code = client_do(&c, NULL, PVS, body);
-            break;
+        }
         }
         if (code != want && !(p->op == OP_DELETE_CLAIM && code == 202) &&
             atomic_fetch_add(&p->failed, 1) < 5)
@@ -914,9 +933,9 @@ static int cmd_fill(void)
     int f1 = 0, f2 = 0;
     double s1 = run_parallel(OP_FILL_PVC, cfg.count, &f1);
     double s2 = run_parallel(OP_FILL_PV, cfg.count, &f2);
-    printf("  filled kube-lite: %d PVCs (%.0f/s) and %d PVs (%.0f/s) of another driver, bound, "
+    printf("  filled kube-lite: %d PVCs (%.0f/s) and %d PVs (%.0f/s) of %s, bound, "
            "~1 KB each (%d failures)\n",
-           cfg.count, cfg.count / s1, cfg.count, cfg.count / s2, f1 + f2);
+           cfg.count, cfg.count / s1, cfg.count, cfg.count / s2, cfg.fill_driver, f1 + f2);
     return f1 + f2 ? 1 : 0;
 }
 
@@ -950,7 +969,7 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "usage: %s run --url=URL --count=N --prov-pid=PID --state-dir=DIR [--threads=8] "
                 "[--class=bench] [--timeout=600] [--no-binder [--driver=NAME]]\n"
-                "       %s fill --url=URL --count=N [--threads=8]\n",
+                "       %s fill --url=URL --count=N [--threads=8] [--fill-driver=NAME]\n",
                 argv[0], argv[0]);
         return 2;
     }
@@ -959,7 +978,8 @@ int main(int argc, char **argv)
         if (str_arg(a, "--url", &cfg.url) || int_arg(a, "--count", &cfg.count) ||
             int_arg(a, "--threads", &cfg.threads) || int_arg(a, "--prov-pid", &cfg.prov_pid) ||
             str_arg(a, "--state-dir", &cfg.state_dir) || str_arg(a, "--class", &cfg.class) ||
-            int_arg(a, "--timeout", &cfg.timeout_s) || str_arg(a, "--driver", &cfg.driver))
+            int_arg(a, "--timeout", &cfg.timeout_s) || str_arg(a, "--driver", &cfg.driver) ||
+            str_arg(a, "--fill-driver", &cfg.fill_driver))
             continue;
         if (strcmp(a, "--no-binder") == 0) {
             cfg.no_binder = true;

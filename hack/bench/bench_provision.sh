@@ -8,6 +8,7 @@
 #
 #   hack/bench/bench_provision.sh [N]        N claims for the high-budget run (1000)
 #   N_DEFAULT=100 CACHED=100000 B=build hack/bench/bench_provision.sh
+#   RUNS=0 hack/bench/bench_provision.sh     the memory cases (3.) only
 #
 # Runs, each against a fresh kube-lite, driver and provisioner:
 #   1. upstream's default client budget --kube-api-qps=5 --kube-api-burst=10
@@ -19,8 +20,8 @@
 #   2b. the same budget with kube-lite's binder off (the claims are created
 #      with its annotation; done = PV created): the provisioner's own rate,
 #      as the binder's cost grows with the number of PVs;
-#   3. the provisioner's memory with CACHED (100000) PVCs + CACHED PVs of
-#      another driver in kube-lite (bound, so it only caches them): VmRSS
+#   3. the provisioner's memory with CACHED (100000) PVCs + CACHED PVs in
+#      kube-lite, bound, once of another driver and once of this one: VmRSS
 #      once its informers synced (the "provisioner started" log line).
 #      CACHED=0 skips it.
 # Targets are printed next to the figures; the only failures are correctness
@@ -33,6 +34,7 @@ B=${B:-build}
 N=${1:-${N:-1000}}
 N_DEFAULT=${N_DEFAULT:-100}
 CACHED=${CACHED:-100000}
+RUNS=${RUNS:-1}
 DRIVER_NAME=hostpath.csi.example.com
 
 make --no-print-directory -s B="$B" "$B/bin/kube-lite" "$B/bin/example-csi-driver" \
@@ -168,25 +170,30 @@ run_case() {
 
 echo "csi-provisioner benchmark on $(nproc) cores ($(uname -m)); kube-lite, example driver," \
   "provisioner and load generator share them"
-run_case "upstream default client budget (N=$N_DEFAULT to keep it short)" "$N_DEFAULT" \
-  --kube-api-qps=5 --kube-api-burst=10
-run_case "high client budget" "$N" \
-  --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
-# The same without kube-lite's binder, whose cost grows with the number of
-# PVs (it scans them for every claim): the provisioner's own throughput.
-KL_ARGS=(--controllers=)
-HELPER_ARGS=(--no-binder)
-run_case "high client budget, provisioner alone (kube-lite binder off, claims created with the storage-provisioner annotation; done = PV created and claim released; no deletion phase)" "$N" \
-  --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
-KL_ARGS=()
-HELPER_ARGS=()
+if [ "$RUNS" != 0 ]; then
+  run_case "upstream default client budget (N=$N_DEFAULT to keep it short)" "$N_DEFAULT" \
+    --kube-api-qps=5 --kube-api-burst=10
+  run_case "high client budget" "$N" \
+    --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
+  # The same without kube-lite's binder, whose cost grows with the number of
+  # PVs (it scans them for every claim): the provisioner's own throughput.
+  KL_ARGS=(--controllers=)
+  HELPER_ARGS=(--no-binder)
+  run_case "high client budget, provisioner alone (kube-lite binder off, claims created with the storage-provisioner annotation; done = PV created and claim released; no deletion phase)" "$N" \
+    --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
+  KL_ARGS=()
+  HELPER_ARGS=()
+fi
 
-if [ "$CACHED" -gt 0 ]; then
+# cache_case OWNER TITLE: the provisioner's memory with CACHED bound PVCs and
+# PVs of driver OWNER.
+cache_case() {
+  local owner=$1 title=$2 d
   d=$(mktemp -d "$tmp/cache.XXXXXX")
-  echo "== provisioner memory with $CACHED PVCs + $CACHED PVs of another driver cached"
+  echo "== provisioner memory with $CACHED PVCs + $CACHED PVs $title"
   # No built-in controllers: the objects are created bound and stay as they are.
   start_kube_lite "$d" --controllers= --history=1000
-  "$HELPER" fill --url="$URL" --count="$CACHED" || status=1
+  "$HELPER" fill --url="$URL" --count="$CACHED" --fill-driver="$owner" || status=1
   start_driver "$d"
   t0=$(date +%s.%N)
   start_prov "$d" --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
@@ -199,5 +206,10 @@ if [ "$CACHED" -gt 0 ]; then
   echo "  informers synced $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s after start"
   echo "  provisioner VmRSS once synced: $(mib "$rss") MiB (RssAnon $(mib "$anon") MiB; $(mib "$rss2") MiB 2 s later), peak VmHWM $(mib "$hwm") MiB (target <= 100 MB)"
   stop_all
+}
+
+if [ "$CACHED" -gt 0 ]; then
+  cache_case other.csi.example.com "of another driver (not cached: filtered out)"
+  cache_case "$DRIVER_NAME" "of this driver (the PVs cached, slimmed; bound claims are not)"
 fi
 exit "$status"

@@ -293,6 +293,64 @@ static void test_informer_transform_slims_what_is_cached(void **state)
     del_cm("default", "t");
 }
 
+/* Keeps config maps whose data.v is not "skip". */
+static bool keep_unskipped(void *ud, const json_object *obj)
+{
+    (void)ud;
+    const char *v = jstr_path((json_object *)obj, "data", "v");
+    return !v || strcmp(v, "skip") != 0;
+}
+
+static void test_informer_keep_filters_what_is_cached(void **state)
+{
+    (void)state;
+    assert_int_equal(put_cm("default", "k1", "1", "x"), 0);
+    assert_int_equal(put_cm("default", "k2", "skip", "x"), 0);
+    struct log l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    kube_informer_opts o = {.res = &CM,
+                            .ns = "default",
+                            .keep = keep_unskipped,
+                            .handlers = {on_add, on_update, on_delete, &l}};
+    kube_informer *inf = NULL;
+    assert_int_equal(kube_informer_new(kc, &o, &inf), 0);
+    assert_int_equal(kube_informer_start(inf), 0);
+    assert_int_equal(kube_informer_wait_for_sync(inf, 10 * UTIL_SECOND), 0);
+    /* Only k1 was cached and announced. */
+    assert_int_equal(kube_informer_count(inf), 1);
+    assert_int_equal(l.adds, 1);
+    json_object *k2 = kube_informer_get(inf, "default", "k2");
+    assert_null(k2);
+
+    /* k1 stops passing: it leaves the cache with an on_delete call; k2
+     * starts passing: it arrives as an add. */
+    assert_int_equal(put_cm("default", "k1", "skip", "x"), 0);
+    assert_int_equal(put_cm("default", "k2", "2", "x"), 0);
+    struct want w = {&l, 2, 0, 1};
+    assert_true(th_wait_until(counts_reached, &w, 10 * UTIL_SECOND));
+    assert_int_equal(l.updates, 0);
+    json_object *k1 = kube_informer_get(inf, "default", "k1");
+    assert_null(k1);
+    k2 = kube_informer_get(inf, "default", "k2");
+    assert_non_null(k2);
+    assert_string_equal(jstr_path(k2, "data", "v"), "2");
+    json_object_put(k2);
+    assert_int_equal(kube_informer_count(inf), 1);
+
+    /* Deleting an object that never passed calls nothing. */
+    assert_int_equal(put_cm("default", "k3", "skip", "x"), 0);
+    assert_int_equal(del_cm("default", "k3"), 0);
+    assert_int_equal(del_cm("default", "k2"), 0);
+    struct want w2 = {&l, 2, 0, 2};
+    assert_true(th_wait_until(counts_reached, &w2, 10 * UTIL_SECOND));
+    pthread_mutex_lock(&l.mu);
+    assert_int_equal(l.deletes, 2);
+    assert_int_equal(l.adds, 2);
+    pthread_mutex_unlock(&l.mu);
+    assert_int_equal(kube_informer_count(inf), 0);
+    kube_informer_free(inf);
+    del_cm("default", "k1");
+}
+
 /* ---- informer under faults --------------------------------------------------------- */
 
 #define N_KEYS 100
@@ -586,6 +644,7 @@ int main(void)
         cmocka_unit_test(test_informer_lists_then_follows_changes),
         cmocka_unit_test(test_informer_resync_replays_updates_without_changes),
         cmocka_unit_test(test_informer_transform_slims_what_is_cached),
+        cmocka_unit_test(test_informer_keep_filters_what_is_cached),
         cmocka_unit_test(test_lease_names_match_upstream),
         cmocka_unit_test(test_leader_killed_is_replaced_within_lease_plus_retry),
         cmocka_unit_test(test_leader_stopped_releases_and_is_replaced_within_a_retry),
