@@ -51,8 +51,12 @@ struct prov_ctrl {
      * the repeat is one idempotent call. */
     pthread_mutex_t done_mu;
     struct lh_table *deleted;
-    /* Claims (by uid) whose in-progress finalizer we removed: until the
-     * cache shows it gone, a sync must not patch again (a 422 and a GET). */
+    /* Claims (uid -> the resourceVersion we removed the in-progress
+     * finalizer from): while the cache still shows that very version, a
+     * sync must not patch again (a 422 and a GET). Keyed on the version,
+     * not the uid alone: the watch event of the removal can arrive before
+     * the entry is made, and a claim that gets the finalizer again later
+     * (rescheduled, or raced for in node mode) must be released again. */
     struct lh_table *released;
     /* the snapshot orphan sweeper */
     pthread_t sweep_th;
@@ -184,10 +188,11 @@ static int release_claim(prov_ctrl *c, const char *path, const json_object *pvc)
 {
     int rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
     const char *uid = meta(pvc, "uid");
-    if (rc == 0 && uid) {
+    const char *rv = meta(pvc, "resourceVersion");
+    if (rc == 0 && uid && rv) {
         pthread_mutex_lock(&c->done_mu);
-        if (!lh_table_lookup_entry(c->released, uid))
-            lh_table_insert(c->released, util_strdup(uid), NULL);
+        lh_table_delete(c->released, uid);
+        lh_table_insert(c->released, util_strdup(uid), util_strdup(rv));
         pthread_mutex_unlock(&c->done_mu);
     }
     return rc;
@@ -196,11 +201,12 @@ static int release_claim(prov_ctrl *c, const char *path, const json_object *pvc)
 /* True when the cached claim still shows a finalizer we already removed. */
 static bool released_already(prov_ctrl *c, const json_object *pvc)
 {
-    const char *uid = meta(pvc, "uid");
-    if (!uid)
+    const char *uid = meta(pvc, "uid"), *rv = meta(pvc, "resourceVersion");
+    if (!uid || !rv)
         return false;
     pthread_mutex_lock(&c->done_mu);
-    bool yes = lh_table_lookup_entry(c->released, uid) != NULL;
+    void *from = NULL;
+    bool yes = lh_table_lookup_ex(c->released, uid, &from) && from && strcmp(from, rv) == 0;
     pthread_mutex_unlock(&c->done_mu);
     return yes;
 }
@@ -1119,6 +1125,12 @@ static void free_key(struct lh_entry *e)
     free(lh_entry_k(e));
 }
 
+static void free_key_value(struct lh_entry *e)
+{
+    free(lh_entry_k(e));
+    free(lh_entry_v(e));
+}
+
 /* json_object_object_del asserts on anything but an object: objects without
  * annotations (or a spec.csi) are common. */
 static void jdel(json_object *o, const char *key)
@@ -1210,7 +1222,7 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
     pthread_mutex_init(&c->sweep_mu, NULL);
     pthread_cond_init(&c->sweep_cv, NULL);
     c->deleted = lh_kchar_table_new(64, free_key);
-    c->released = lh_kchar_table_new(64, free_key);
+    c->released = lh_kchar_table_new(64, free_key_value);
     obs_registry *m = opts->metrics;
     static const char *const cls[] = {"class", NULL};
     static const double buckets[] = {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10};
