@@ -980,8 +980,8 @@ static bool node_topology_allowed(prov_ctrl *c, const json_object *pvc, const js
     prov_topology_free(t);
     json_object_put(nodes);
     if (rc < 0)
-        obs_v(5, "ignoring PVC %s/%s, allowed topologies is not compatible: %s", meta(pvc, "namespace"),
-              meta(pvc, "name"), util_err_last());
+        obs_v(5, "ignoring PVC %s/%s, allowed topologies is not compatible: %s",
+              meta(pvc, "namespace"), meta(pvc, "name"), util_err_last());
     return rc == 0;
 }
 
@@ -1024,8 +1024,9 @@ static bool node_has_capacity(prov_ctrl *c, const json_object *pvc, const json_o
         Csi__V1__GetCapacityResponse *resp = NULL;
         csi_status st = {0};
         if (csi_get_capacity(c->o.csi, &gc, c->o.timeout, &resp, &st) < 0) {
-            obs_v(3, "proceeding with becoming owner although the capacity check failed: "
-                     "GetCapacity: %s",
+            obs_v(3,
+                  "proceeding with becoming owner although the capacity check failed: "
+                  "GetCapacity: %s",
                   st.message);
             room = true;
             break;
@@ -1068,8 +1069,8 @@ static int node_become_owner(prov_ctrl *c, const json_object *pvc, const char *p
     else if (r.code == 409 || r.code == 422)
         rc = 0; /* a stale cache or another node won: look again later */
     else
-        rc = util_err_set(rc, "selecting node \"%s\" for PVC failed: %s", c->o.node.name,
-                          r.message);
+        rc =
+            util_err_set(rc, "selecting node \"%s\" for PVC failed: %s", c->o.node.name, r.message);
     kube_resp_clear(&r);
     return rc;
 }
@@ -1083,8 +1084,7 @@ static int node_claim(prov_ctrl *c, const char *key, const json_object *pvc)
 {
     const char *class = prov_pvc_class(pvc);
     json_object *sc = class ? kube_informer_get(c->classes, NULL, class) : NULL;
-    prov_node_claim e =
-        prov_node_eligibility(pvc, sc, c->o.node.name, c->o.node.immediate_binding);
+    prov_node_claim e = prov_node_eligibility(pvc, sc, c->o.node.name, c->o.node.immediate_binding);
     const char *uid = meta(pvc, "uid");
     int rc = 0;
     util_duration wait = 0;
@@ -1165,8 +1165,8 @@ static int sync_claim(prov_ctrl *c, const char *key)
     /* Every driver's provisioner uses the same finalizer name: it is ours
      * only on a claim that asks for our driver (and, in node mode, that
      * selects our node). */
-    bool ours = finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0 &&
-                should_provision(c, pvc) && node_selected_here(c, pvc);
+    bool ours = finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0 && should_provision(c, pvc) &&
+                node_selected_here(c, pvc);
     if (ours && released_already(c, pvc))
         goto out; /* a stale copy: the update without the finalizer is on its way */
     bool deleting = meta(pvc, "deletionTimestamp") != NULL;
@@ -1182,7 +1182,6 @@ static int sync_claim(prov_ctrl *c, const char *key)
         rc = node_claim(c, key, pvc);
         if (rc <= 0)
             goto out; /* not ours (yet) */
-        rc = 0;
     }
     rc = prov_volume_name(&c->cfg, meta(pvc, "uid"), &volname);
     if (rc < 0)

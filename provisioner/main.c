@@ -339,8 +339,8 @@ int main(int argc, char **argv)
             .immediate_binding = fl.node_deployment_immediate_binding,
             .base_delay = fl.node_deployment_base_delay,
             .max_delay = fl.node_deployment_max_delay,
-            .get_capacity = CSI_CAP(caps.controller,
-                                    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY),
+            .get_capacity = CSI_CAP(
+                caps.controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY),
         };
         obs_info("node deployment for node %s (driver node id %s)", node, ni->node_id);
     }

@@ -39,7 +39,8 @@ const char *prov_node_claim_name(prov_node_claim e)
 prov_node_claim prov_node_eligibility(const json_object *pvc, const json_object *sc,
                                       const char *node_name, bool immediate_binding)
 {
-    const char *sel = plan_member_str(plan_get(pvc, "metadata.annotations"), PROV_ANN_SELECTED_NODE);
+    const char *sel =
+        plan_member_str(plan_get(pvc, "metadata.annotations"), PROV_ANN_SELECTED_NODE);
     if (sel != NULL && *sel != '\0')
         return node_name != NULL && strcmp(sel, node_name) == 0 ? PROV_NODE_OURS : PROV_NODE_OTHER;
     /* Upstream takes only an explicit Immediate (a nil mode is not); the API
@@ -249,8 +250,9 @@ int prov_node_pv_accessible(const json_object *pv, const json_object *labels, bo
     }
     *out = false;
     if (bad)
-        return util_err_set(-EINVAL, "checking volume affinity failed: a node selector term of "
-                                     "PV %s does not parse",
+        return util_err_set(-EINVAL,
+                            "checking volume affinity failed: a node selector term of "
+                            "PV %s does not parse",
                             plan_str(pv, "metadata.name") ? plan_str(pv, "metadata.name") : "");
     return 0;
 }

@@ -65,7 +65,8 @@ static Csi__V1__Topology *topo(const char *spec)
         csi__v1__topology__segments_entry__init(e);
         e->key = strdup(kv);
         e->value = strdup(eq + 1);
-        t->segments = realloc(t->segments, (t->n_segments + 1) * sizeof(*t->segments));
+        t->segments =
+            realloc(t->segments, (t->n_segments + 1) * sizeof(Csi__V1__Topology__SegmentsEntry *));
         t->segments[t->n_segments++] = e;
     }
     free(copy);
@@ -99,8 +100,8 @@ static void test_claim_eligibility_follows_selected_node_and_binding_mode(void *
          "{`metadata`:{`annotations`:{`volume.kubernetes.io/selected-node`:`node-1`}}}", wffc,
          false, PROV_NODE_OURS},
         {"this node selected and the class is gone: still ours",
-         "{`metadata`:{`annotations`:{`volume.kubernetes.io/selected-node`:`node-1`}}}", NULL,
-         true, PROV_NODE_OURS},
+         "{`metadata`:{`annotations`:{`volume.kubernetes.io/selected-node`:`node-1`}}}", NULL, true,
+         PROV_NODE_OURS},
         {"another node selected: not ours",
          "{`metadata`:{`annotations`:{`volume.kubernetes.io/selected-node`:`node-2`}}}", imm, true,
          PROV_NODE_OTHER},
@@ -179,9 +180,11 @@ static void test_owner_delay_is_exponential_minus_base_jitter(void **state)
 static void test_pv_is_deleted_only_by_the_node_its_affinity_selects(void **state)
 {
     (void)state;
-#define PV(terms) "{`metadata`:{`name`:`pv-1`},`spec`:{`nodeAffinity`:{`required`:{`nodeSelectorTerms`:" terms "}}}}"
+#define PV(terms)                                                                                  \
+    "{`metadata`:{`name`:`pv-1`},`spec`:{`nodeAffinity`:{`required`:{`nodeSelectorTerms`:" terms   \
+    "}}}}"
 #define EXPR(k, op, vals) "{`key`:`" k "`,`operator`:`" op "`,`values`:" vals "}"
-#define EXISTS(k, op) "{`key`:`" k "`,`operator`:`" op "`}"
+#define EXISTS(k, op)     "{`key`:`" k "`,`operator`:`" op "`}"
     static const char *const node1 = "{`topology.example.com/node`:`node-1`,`rack`:`7`}";
     static const struct {
         const char *name;
@@ -205,12 +208,15 @@ static void test_pv_is_deleted_only_by_the_node_its_affinity_selects(void **stat
         {"In over a key the node lacks: not ours",
          PV("[{`matchExpressions`:[" EXPR("zone", "In", "[`z1`]") "]}]"), node1, false, 0},
         {"terms are ORed: the second term matches",
-         PV("[{`matchExpressions`:[" EXPR("topology.example.com/node", "In", "[`node-2`]") "]},"
-            "{`matchExpressions`:[" EXPR("topology.example.com/node", "In", "[`node-1`]") "]}]"),
+         PV("[{`matchExpressions`:[" EXPR("topology.example.com/node", "In",
+                                          "[`node-2`]") "]},"
+                                                        "{`matchExpressions`:[" EXPR(
+                                                            "topology.example.com/node", "In",
+                                                            "[`node-1`]") "]}]"),
          node1, true, 0},
         {"expressions are ANDed: one fails, the term fails",
-         PV("[{`matchExpressions`:[" EXPR("topology.example.com/node", "In", "[`node-1`]") "," EXPR(
-             "rack", "In", "[`8`]") "]}]"),
+         PV("[{`matchExpressions`:[" EXPR("topology.example.com/node", "In",
+                                          "[`node-1`]") "," EXPR("rack", "In", "[`8`]") "]}]"),
          node1, false, 0},
         {"NotIn over an absent key matches",
          PV("[{`matchExpressions`:[" EXPR("zone", "NotIn", "[`z1`]") "]}]"), node1, true, 0},
@@ -224,8 +230,8 @@ static void test_pv_is_deleted_only_by_the_node_its_affinity_selects(void **stat
         {"Lt compares integers", PV("[{`matchExpressions`:[" EXPR("rack", "Lt", "[`7`]") "]}]"),
          node1, false, 0},
         {"Gt over a non-integer label does not match",
-         PV("[{`matchExpressions`:[" EXPR("topology.example.com/node", "Gt", "[`1`]") "]}]"),
-         node1, false, 0},
+         PV("[{`matchExpressions`:[" EXPR("topology.example.com/node", "Gt", "[`1`]") "]}]"), node1,
+         false, 0},
         {"an empty term matches nothing", PV("[{}]"), node1, false, 0},
         {"no terms at all match nothing", PV("[]"), node1, false, 0},
         {"matchFields on metadata.name: upstream's node has no name",
@@ -366,7 +372,9 @@ static void test_create_volume_topology_is_this_nodes_segment(void **state)
          "no topology key found for node node-1"},
     };
     for (size_t i = 0; i < N_ROWS(rows); i++) {
-        prov_config cfg = {.driver_name = "d", .topology = true, .immediate_topology = true,
+        prov_config cfg = {.driver_name = "d",
+                           .topology = true,
+                           .immediate_topology = true,
                            .strict_topology = rows[i].strict};
         Csi__V1__Topology *t = *rows[i].segments ? topo(rows[i].segments) : NULL;
         json_object *node = NULL, *csinode = NULL;
@@ -387,9 +395,9 @@ static void test_create_volume_topology_is_this_nodes_segment(void **state)
             if (strcmp(util_err_last(), rows[i].want_err) != 0)
                 fail_msg("[%s] error\n  got  %s\n  want %s", rows[i].name, util_err_last(),
                          rows[i].want_err);
+        } else if (rc != 0 || req == NULL) {
+            fail_msg("[%s] rc %d: %s", rows[i].name, rc, util_err_last());
         } else {
-            if (rc != 0 || req == NULL)
-                fail_msg("[%s] rc %d: %s", rows[i].name, rc, util_err_last());
             char got[512];
             terms_text(req->requisite, req->n_requisite, got, sizeof(got));
             if (strcmp(got, rows[i].want_requisite) != 0)
@@ -413,7 +421,8 @@ static void test_capacity_check_asks_per_requisite_topology(void **state)
 {
     (void)state;
     Csi__V1__CreateVolumeRequest req = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
-    Csi__V1__CreateVolumeRequest__ParametersEntry p = CSI__V1__CREATE_VOLUME_REQUEST__PARAMETERS_ENTRY__INIT;
+    Csi__V1__CreateVolumeRequest__ParametersEntry p =
+        CSI__V1__CREATE_VOLUME_REQUEST__PARAMETERS_ENTRY__INIT;
     Csi__V1__CreateVolumeRequest__ParametersEntry *pp = &p;
     p.key = "color";
     p.value = "blue";
