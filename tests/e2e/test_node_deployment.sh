@@ -304,6 +304,43 @@ K delete pvc w-0 --wait=false >/dev/null 2>&1
 w_gone() { [ "$(wj 'sum(len(v) for v in vols.values()) + len(pvs)')" = 0 ]; }
 expect "... and deleting it removes the volume and the PV" 30 w_gone
 
+# ---- RESOURCE_EXHAUSTED gives the claim back to the race ----------------------------------
+
+# node-1's driver refuses its next CreateVolume as full; the claim names
+# node-1 already, so node-1 must try, give the node back (annotation
+# removed, in-progress finalizer released first) and another attempt binds it.
+printf '%s\n' '{"CreateVolume": {"fail": {"count": 1, "code": "RESOURCE_EXHAUSTED", "message": "pool full"}}}' \
+  >"$WORK/node-1/state/faults.json.tmp" && mv "$WORK/node-1/state/faults.json.tmp" "$WORK/node-1/state/faults.json"
+cat <<EOF | K create -f - >/dev/null
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: r-0
+  namespace: $NS
+  annotations:
+    volume.kubernetes.io/selected-node: node-1
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: local-imm
+  resources:
+    requests:
+      storage: 1Gi
+EOF
+# (an emptied finalizer list prints as [])
+r_state() { K get pvc r-0 -o jsonpath='{.status.phase}|{.metadata.finalizers}' 2>/dev/null | sed 's/|\[\]$/|/'; }
+r_done() { [ "$(r_state)" = "Bound|" ]; }
+wait_for 60 r_done
+check "a claim whose node answers RESOURCE_EXHAUSTED is rescheduled and Bound, without the in-progress finalizer" \
+  "Bound|" "$(r_state)"
+r_events=$(K get events --field-selector involvedObject.name=r-0 -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>/dev/null)
+contains "... after a ProvisioningFailed event from node-1" "ProvisioningFailed: rpc error: code = ResourceExhausted desc = pool full" "$r_events"
+check "... with exactly one volume, on the node it selects now" \
+  "[\"$(K get pvc r-0 -o jsonpath='{.metadata.annotations.volume\.kubernetes\.io/selected-node}' 2>/dev/null)\"]" \
+  "$(wj '[n for n, v in vols.items() for x in v if x["name"] == [c for c in pvcs if c["metadata"]["name"] == "r-0"][0]["spec"]["volumeName"]]')"
+rm -f "$WORK/node-1/state/faults.json"
+K delete pvc r-0 --wait=false >/dev/null 2>&1
+expect "... and deleting it removes the volume and the PV" 30 w_gone
+
 # ---- 30 Immediate claims, raced for by three nodes ---------------------------------------
 
 {
