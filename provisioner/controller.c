@@ -1294,6 +1294,14 @@ static int sync_volume(prov_ctrl *c, const char *name)
     pthread_mutex_unlock(&c->done_mu);
     if (already)
         goto remove_pv;
+    /* The PV read above may be gone by now: its delete event clears the
+     * entry only after the cache dropped the PV, so a miss above with the
+     * PV still cached means it was never deleted. Without this look, a
+     * stale copy sent a second DeleteVolume. */
+    json_object *still = kube_informer_get(c->pvs, NULL, name);
+    if (!still)
+        goto out;
+    json_object_put(still);
     util_duration start = util_now_mono();
     json_object *secret_data = NULL;
     const char *sname = annotation(pv, ANN_DELETE_SECRET_NAME);
