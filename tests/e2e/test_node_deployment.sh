@@ -382,6 +382,8 @@ check "each claim's selected node is the node of its volume" "[]" \
   "$(wj '[c["metadata"]["name"] for c in pvcs if c["metadata"]["annotations"].get("volume.kubernetes.io/selected-node") not in [n for n, v in vols.items() if any(x["name"] == c["spec"]["volumeName"] for x in v)]]')"
 check "nodeAffinity is the single In term of the node's segment" "[]" \
   "$(wj '[p["metadata"]["name"] for p in pvs if [[(e["key"], e["operator"], len(e["values"])) for e in t["matchExpressions"]] for t in p["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]] != [[("topology.example.com/node", "In", 1)]]]')"
+check "each PV's provisioner identity ends with the driver and its node" "[]" \
+  "$(wj '[p["metadata"]["name"] for p in pvs if not __import__("re").fullmatch(r"[0-9]{13}-[0-9]{1,4}-local\.csi\.example\.com-" + p["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0], p["spec"]["csi"]["volumeAttributes"].get("storage.kubernetes.io/csiProvisionerIdentity", ""))]')"
 check "no driver holds more than its pool (12 GiB)" "[]" \
   "$(wj "[n for n, v in vols.items() if sum(x['capacity_bytes'] for x in v) > 12 * $GI]")"
 used=$(wj '[len(vols[n]) for n in sorted(vols)]')
