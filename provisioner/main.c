@@ -343,6 +343,12 @@ int main(int argc, char **argv)
                 caps.controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY),
         };
         obs_info("node deployment for node %s (driver node id %s)", node, ni->node_id);
+        /* Without a node segment a PV's nodeAffinity cannot say which node
+         * holds it: every node would try to delete every released PV. */
+        if (!r.cfg.topology || !ni->accessible_topology || ni->accessible_topology->n_segments == 0)
+            obs_warn("--node-deployment: the driver reports no topology for this node, so every "
+                     "node treats every PV as its own; node-local drivers should report "
+                     "VOLUME_ACCESSIBILITY_CONSTRAINTS and a per-node segment");
     }
     if (sidecar_serve(s, run, &r) < 0)
         die(util_err_last());

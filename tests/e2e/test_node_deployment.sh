@@ -265,6 +265,21 @@ contains "prov-node-2 names its node and the driver's node id" \
 contains "prov-node-1 ignores --leader-election in node mode" \
   "--leader-election is ignored with --node-deployment" "$(cat "$WORK/prov-node-1.log")"
 
+# A driver without topology cannot tell nodes' PVs apart: the sidecar says so.
+mkdir -p "$WORK/plain/state"
+start drv-plain "$DRV" --endpoint "unix://$WORK/plain/csi.sock" --state-dir "$WORK/plain/state" \
+  --drivername plain.csi.example.com --nodeid node-1 --plugin-caps CONTROLLER_SERVICE
+start prov-plain env NODE_NAME=node-1 "$PROV" --csi-address "$WORK/plain/csi.sock" \
+  --kubeconfig "$WORK/provisioner.kubeconfig" --node-deployment
+if wait_for 30 started prov-plain && alive prov-plain; then
+  contains "node mode with a driver that reports no topology warns" \
+    "the driver reports no topology for this node" "$(cat "$WORK/prov-plain.log")"
+else
+  bad "prov-plain starts" "$(tail -n 20 "$WORK/prov-plain.log")"
+fi
+stop prov-plain
+stop drv-plain
+
 # ---- WaitForFirstConsumer: the scheduler's node provisions -----------------------------------
 
 cat <<EOF | K create -f - >/dev/null
