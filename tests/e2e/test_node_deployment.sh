@@ -215,6 +215,14 @@ volumeBindingMode: Immediate
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata:
+  name: noimm
+provisioner: noimm.csi.example.com
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
   name: local-wffc
 provisioner: local.csi.example.com
 reclaimPolicy: Delete
@@ -279,6 +287,47 @@ else
 fi
 stop prov-plain
 stop drv-plain
+
+# --node-deployment-immediate-binding=false: an Immediate claim waits until
+# something else (a custom controller, here kubectl) selects the node.
+mkdir -p "$WORK/noimm/state"
+start drv-noimm "$DRV" --endpoint "unix://$WORK/noimm/csi.sock" --state-dir "$WORK/noimm/state" \
+  --drivername noimm.csi.example.com --nodeid node-3 --topology topology.example.com/node=node-3 \
+  --plugin-caps CONTROLLER_SERVICE,VOLUME_ACCESSIBILITY_CONSTRAINTS
+start prov-noimm env NODE_NAME=node-3 "$PROV" --csi-address "$WORK/noimm/csi.sock" \
+  --kubeconfig "$WORK/provisioner.kubeconfig" --node-deployment \
+  --node-deployment-immediate-binding=false --node-deployment-base-delay=100ms \
+  --retry-interval-start=100ms --retry-interval-max=1s
+if wait_for 30 started prov-noimm && alive prov-noimm; then
+  ok "prov-noimm starts with --node-deployment-immediate-binding=false"
+else
+  bad "prov-noimm starts" "$(tail -n 20 "$WORK/prov-noimm.log")"
+fi
+cat <<EOF | K create -f - >/dev/null
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: n-0
+  namespace: $NS
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: noimm
+  resources:
+    requests:
+      storage: 1Gi
+EOF
+sleep 2
+n_vols() { python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1])).get("volumes", [])))' "$WORK/noimm/state/status.json" 2>/dev/null || echo 0; }
+check "immediate binding off: an Immediate claim stays Pending, no node taken, no volume" "Pending||0" \
+  "$(K get pvc n-0 -o jsonpath='{.status.phase}|{.metadata.annotations.volume\.kubernetes\.io/selected-node}' 2>/dev/null)|$(n_vols)"
+K annotate pvc n-0 volume.kubernetes.io/selected-node=node-3 >/dev/null 2>&1
+n_bound() { [ "$(K get pvc n-0 -o jsonpath='{.status.phase}' 2>/dev/null)" = Bound ]; }
+expect "... once its node is selected by someone else, that node's provisioner binds it" 30 n_bound
+K delete pvc n-0 --wait=false >/dev/null 2>&1
+n_empty() { [ "$(n_vols)" = 0 ]; }
+expect "... and deletes the volume with the claim" 30 n_empty
+stop prov-noimm
+stop drv-noimm
 
 # ---- WaitForFirstConsumer: the scheduler's node provisions -----------------------------------
 
