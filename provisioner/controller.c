@@ -52,8 +52,12 @@ struct prov_ctrl {
      * the repeat is one idempotent call. */
     pthread_mutex_t done_mu;
     struct lh_table *deleted;
-    /* Claims (by uid) whose in-progress finalizer we removed: until the
-     * cache shows it gone, a sync must not patch again (a 422 and a GET). */
+    /* Claims (uid -> the resourceVersion we removed the in-progress
+     * finalizer from): while the cache still shows that very version, a
+     * sync must not patch again (a 422 and a GET). Keyed on the version,
+     * not the uid alone: the watch event of the removal can arrive before
+     * the entry is made, and a claim that gets the finalizer again later
+     * (rescheduled, or raced for in node mode) must be released again. */
     struct lh_table *released;
     /* the snapshot orphan sweeper */
     pthread_t sweep_th;
@@ -64,6 +68,12 @@ struct prov_ctrl {
     prov_ctrl_opts o;
     prov_config cfg;
     kube_informer *pvcs, *pvs, *classes, *nodes, *csinodes, *vas;
+    /* --node-deployment: the static Node and CSINode of this node (built
+     * from NodeGetInfo, as upstream, instead of watching every node), its
+     * labels, and the Immediate claims this node waits to own (claim key ->
+     * struct owning, under done_mu). All NULL outside node mode. */
+    json_object *local_node, *local_csinode, *local_labels;
+    struct lh_table *owning;
     wq *claims, *volumes;
     pthread_t *threads;
     int n_threads;
@@ -185,10 +195,11 @@ static int release_claim(prov_ctrl *c, const char *path, const json_object *pvc)
 {
     int rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
     const char *uid = meta(pvc, "uid");
-    if (rc == 0 && uid) {
+    const char *rv = meta(pvc, "resourceVersion");
+    if (rc == 0 && uid && rv) {
         pthread_mutex_lock(&c->done_mu);
-        if (!lh_table_lookup_entry(c->released, uid))
-            lh_table_insert(c->released, util_strdup(uid), NULL);
+        lh_table_delete(c->released, uid);
+        lh_table_insert(c->released, util_strdup(uid), util_strdup(rv));
         pthread_mutex_unlock(&c->done_mu);
     }
     return rc;
@@ -197,11 +208,12 @@ static int release_claim(prov_ctrl *c, const char *path, const json_object *pvc)
 /* True when the cached claim still shows a finalizer we already removed. */
 static bool released_already(prov_ctrl *c, const json_object *pvc)
 {
-    const char *uid = meta(pvc, "uid");
-    if (!uid)
+    const char *uid = meta(pvc, "uid"), *rv = meta(pvc, "resourceVersion");
+    if (!uid || !rv)
         return false;
     pthread_mutex_lock(&c->done_mu);
-    bool yes = lh_table_lookup_entry(c->released, uid) != NULL;
+    void *from = NULL;
+    bool yes = lh_table_lookup_ex(c->released, uid, &from) && from && strcmp(from, rv) == 0;
     pthread_mutex_unlock(&c->done_mu);
     return yes;
 }
@@ -273,7 +285,13 @@ static int plan_request(prov_ctrl *c, const json_object *pvc, const json_object 
     const char *node = prov_selected_node(pvc);
     json_object *node_obj = NULL, *csinode = NULL, *keys = NULL;
     struct node_list nodes = {NULL};
-    if (node && *node) {
+    if (node && *node && c->local_node) {
+        /* Node mode: only this node exists for the topology code. */
+        if (strcmp(node, c->o.node.name) == 0) {
+            node_obj = json_object_get(c->local_node);
+            csinode = json_object_get(c->local_csinode);
+        }
+    } else if (node && *node) {
         node_obj = c->nodes ? kube_informer_get(c->nodes, NULL, node) : NULL;
         if (!c->nodes) {
             /* Without topology the lib still checks the Node exists. */
@@ -286,7 +304,13 @@ static int plan_request(prov_ctrl *c, const json_object *pvc, const json_object 
         }
         csinode = c->csinodes ? kube_informer_get(c->csinodes, NULL, node) : NULL;
     }
-    if (c->cfg.topology) {
+    if (c->cfg.topology && c->local_node) {
+        nodes.arr = json_object_new_array();
+        add_node(&nodes, c->local_node);
+        const json_object *k = prov_csinode_keys(c->local_csinode, c->cfg.driver_name);
+        if ((!node || !*node) && k)
+            json_object_deep_copy((json_object *)k, &keys, NULL);
+    } else if (c->cfg.topology) {
         nodes.arr = json_object_new_array();
         kube_informer_each(c->nodes, add_node, &nodes);
         if (!node || !*node) {
@@ -738,8 +762,10 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         obs_v(2, "claim %s: %s", path, msg);
         free(msg);
         if (state == PROV_RESCHEDULE && prov_selected_node(pvc)) {
-            remove_selected_node(c, path);
+            /* Release before giving the node back: in node mode another
+             * node may own the claim as soon as the annotation is gone. */
             release_claim(c, path, pvc);
+            remove_selected_node(c, path);
             rc = 0;
         }
         obs_counter_add(c->provision_failed, lv, 1);
@@ -758,9 +784,11 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         obs_counter_add(c->provision_failed, lv, 1);
         if (state == PROV_RESCHEDULE) {
             /* The driver has no volume of that name (it would have returned
-             * it), so the claim's intent goes with the node. */
-            remove_selected_node(c, path);
+             * it), so the claim's intent goes with the node (released first,
+             * as above). */
             rc = release_claim(c, path, pvc);
+            if (rc == 0)
+                rc = remove_selected_node(c, path);
         } else if (prov_is_infeasible(st.code)) {
             rc = SYNC_SLOW;
         }
@@ -864,6 +892,282 @@ static int cleanup_needed(prov_ctrl *c, const json_object *pvc, const char *path
     return rc;
 }
 
+/* ---- node deployment ------------------------------------------------------------ */
+
+/* Outside node mode every claim is; in it, one whose selected node is ours. */
+static bool node_selected_here(prov_ctrl *c, const json_object *pvc)
+{
+    if (!c->local_node)
+        return true;
+    const char *sel = annotation(pvc, ANN_SELECTED_NODE);
+    return sel && strcmp(sel, c->o.node.name) == 0;
+}
+
+/* A claim this node waits to own: upstream's per-claim backoff, and when
+ * the current wait ends (0: not waiting). */
+struct owning {
+    char *uid;
+    int requeues;
+    util_duration due;
+};
+
+static void free_owning(struct lh_entry *e)
+{
+    struct owning *o = (struct owning *)lh_entry_v(e);
+    if (o)
+        free(o->uid);
+    free(o);
+    free(lh_entry_k(e));
+}
+
+/* The claim is owned (by us or another node) or gone: later attempts start
+ * from the base delay again. */
+static void node_forget(prov_ctrl *c, const char *key)
+{
+    if (!c->owning)
+        return;
+    pthread_mutex_lock(&c->done_mu);
+    lh_table_delete(c->owning, key);
+    pthread_mutex_unlock(&c->done_mu);
+}
+
+static double draw(void)
+{
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+        r = 0;
+    return (double)r / 4294967296.0;
+}
+
+/*
+ * Starts the next wait for `key` (uid `uid`) unless one runs: 1 with *wait
+ * set while waiting (the claim comes back after it), 0 when the wait is
+ * over and the attempt is due now.
+ */
+static int node_wait(prov_ctrl *c, const char *key, const char *uid, bool again,
+                     util_duration *wait)
+{
+    util_duration now = util_now_mono();
+    *wait = 0;
+    pthread_mutex_lock(&c->done_mu);
+    void *found = NULL;
+    struct owning *o = lh_table_lookup_ex(c->owning, key, &found) ? found : NULL;
+    if (o && strcmp(o->uid, uid) != 0) {
+        lh_table_delete(c->owning, key); /* the claim was replaced */
+        o = NULL;
+    }
+    if (!o) {
+        o = util_calloc(1, sizeof(*o));
+        o->uid = util_strdup(uid);
+        lh_table_insert(c->owning, util_strdup(key), o);
+    }
+    if (o->due == 0 || again) {
+        util_duration d =
+            prov_node_delay(c->o.node.base_delay, c->o.node.max_delay, o->requeues, draw());
+        o->requeues++;
+        o->due = d > 0 ? now + d : 0;
+        *wait = d;
+    } else if (now < o->due) {
+        *wait = o->due - now;
+    } else {
+        o->due = 0;
+    }
+    int requeues = o->requeues;
+    pthread_mutex_unlock(&c->done_mu);
+    if (*wait > 0)
+        obs_v(5, "will try to become owner of PVC %s in %.3f s (attempt #%d)", key,
+              (double)*wait / UTIL_SECOND, requeues);
+    return *wait > 0;
+}
+
+/* Whether the StorageClass's allowedTopologies admit this node (upstream
+ * tries to build the requirements for it). */
+static bool node_topology_allowed(prov_ctrl *c, const json_object *pvc, const json_object *sc)
+{
+    json_object *allowed = jget(sc, "allowedTopologies");
+    if (!c->cfg.topology || !allowed || !json_object_is_type(allowed, json_type_array) ||
+        json_object_array_length(allowed) == 0)
+        return true;
+    json_object *nodes = json_object_new_array();
+    json_object_array_add(nodes, json_object_get(c->local_node));
+    prov_topology_in in = {.selected_node = c->o.node.name,
+                           .node = c->local_node,
+                           .csinode = c->local_csinode,
+                           .nodes = nodes,
+                           .allowed_topologies = allowed,
+                           .pvc_name = meta(pvc, "name")};
+    Csi__V1__TopologyRequirement *t = NULL;
+    int rc = prov_topology(&c->cfg, &in, &t);
+    prov_topology_free(t);
+    json_object_put(nodes);
+    if (rc < 0)
+        obs_v(5, "ignoring PVC %s/%s, allowed topologies is not compatible: %s",
+              meta(pvc, "namespace"), meta(pvc, "name"), util_err_last());
+    return rc == 0;
+}
+
+/*
+ * Whether this node has room for the claim now: the request is planned as
+ * if this node were selected, then GetCapacity per requisite topology.
+ * Anything that fails on the way counts as room, as upstream: provisioning
+ * then fails the same way and tells the user in an event.
+ */
+static bool node_has_capacity(prov_ctrl *c, const json_object *pvc, const json_object *sc)
+{
+    int64_t want = 0;
+    if (!c->o.node.get_capacity || prov_pvc_request_bytes(pvc, &want) < 0 || want == 0)
+        return true;
+    json_object *copy = NULL;
+    json_object_deep_copy((json_object *)pvc, &copy, NULL);
+    json_object *m = jget(copy, "metadata"), *ann = jget(m, "annotations");
+    if (!ann) {
+        ann = json_object_new_object();
+        json_object_object_add(m, "annotations", ann);
+    }
+    json_object_object_add(ann, ANN_SELECTED_NODE, json_object_new_string(c->o.node.name));
+    Csi__V1__CreateVolumeRequest *req = NULL;
+    prov_secret_refs refs = {0};
+    prov_state state = PROV_FINAL;
+    struct source src;
+    bool room = true;
+    int rc = resolve_source(c, copy, &src);
+    if (rc == 0)
+        rc = plan_request(c, copy, sc, src.kind, src.id, &req, &refs, &state);
+    if (rc != 0) {
+        obs_v(3, "proceeding with becoming owner although the capacity check failed: %s",
+              rc < 0 ? util_err_last() : "external data source");
+        goto out;
+    }
+    room = false;
+    for (size_t i = 0; i < prov_node_capacity_count(req) && !room; i++) {
+        Csi__V1__GetCapacityRequest gc;
+        prov_node_capacity_request(req, i, &gc);
+        Csi__V1__GetCapacityResponse *resp = NULL;
+        csi_status st = {0};
+        if (csi_get_capacity(c->o.csi, &gc, c->o.timeout, &resp, &st) < 0) {
+            obs_v(3,
+                  "proceeding with becoming owner although the capacity check failed: "
+                  "GetCapacity: %s",
+                  st.message);
+            room = true;
+            break;
+        }
+        room = resp->available_capacity >= want;
+        csi__v1__get_capacity_response__free_unpacked(resp, NULL);
+    }
+out:
+    source_clear(&src);
+    prov_request_free(req);
+    prov_secret_refs_clear(&refs);
+    json_object_put(copy);
+    return room;
+}
+
+/*
+ * Sets the selected node to ours on the claim as the cache shows it: the
+ * resourceVersion test makes a claim another node took meanwhile (or any
+ * newer version) refuse the patch. 1: owned; 0: lost the race; <0: error.
+ */
+static int node_become_owner(prov_ctrl *c, const json_object *pvc, const char *path)
+{
+    json_object *ann = jget(jget(pvc, "metadata"), "annotations");
+    char *patch;
+    if (ann)
+        patch = util_asprintf("[{\"op\":\"test\",\"path\":\"/metadata/resourceVersion\",\"value\":"
+                              "\"%s\"},{\"op\":\"add\",\"path\":\"/metadata/annotations/"
+                              "volume.kubernetes.io~1selected-node\",\"value\":\"%s\"}]",
+                              meta(pvc, "resourceVersion"), c->o.node.name);
+    else
+        patch = util_asprintf("[{\"op\":\"test\",\"path\":\"/metadata/resourceVersion\",\"value\":"
+                              "\"%s\"},{\"op\":\"add\",\"path\":\"/metadata/annotations\","
+                              "\"value\":{\"" ANN_SELECTED_NODE "\":\"%s\"}}]",
+                              meta(pvc, "resourceVersion"), c->o.node.name);
+    kube_resp r = {0};
+    int rc = kube_patch(c->o.kube, path, KUBE_PATCH_JSON, patch, &r);
+    free(patch);
+    if (rc == 0)
+        rc = 1;
+    else if (r.code == 409 || r.code == 422)
+        rc = 0; /* a stale cache or another node won: look again later */
+    else
+        rc =
+            util_err_set(rc, "selecting node \"%s\" for PVC failed: %s", c->o.node.name, r.message);
+    kube_resp_clear(&r);
+    return rc;
+}
+
+/*
+ * A claim of our driver that is not ours yet, in node mode. 1: it selects
+ * our node, provision it; 0: nothing to do now (another node's, waiting
+ * for a node, or an attempt to own it is scheduled); <0: retry.
+ */
+static int node_claim(prov_ctrl *c, const char *key, const json_object *pvc)
+{
+    const char *class = prov_pvc_class(pvc);
+    json_object *sc = class ? kube_informer_get(c->classes, NULL, class) : NULL;
+    prov_node_claim e = prov_node_eligibility(pvc, sc, c->o.node.name, c->o.node.immediate_binding);
+    const char *uid = meta(pvc, "uid");
+    int rc = 0;
+    util_duration wait = 0;
+    char *path = NULL;
+    switch (e) {
+    case PROV_NODE_OURS:
+        node_forget(c, key);
+        rc = 1;
+        goto out;
+    case PROV_NODE_OTHER:
+        node_forget(c, key);
+        goto out;
+    case PROV_NODE_WAIT:
+        /* An unknown class: upstream retries until it appears. */
+        if (!sc && !prov_selected_node(pvc))
+            rc = util_err_set(-ENOENT, "storageclass.storage.k8s.io \"%s\" not found",
+                              class ? class : "");
+        goto out;
+    case PROV_NODE_CANDIDATE:
+        break;
+    }
+    /* Wait first, so the instances on all nodes do not patch at once; an
+     * update (another node took it) brings the claim back earlier. */
+    if (node_wait(c, key, uid ? uid : "", false, &wait) > 0) {
+        wq_add_after(c->claims, key, wait);
+        goto out;
+    }
+    if (!node_topology_allowed(c, pvc, sc)) {
+        node_forget(c, key);
+        goto out;
+    }
+    if (!node_has_capacity(c, pvc, sc)) {
+        /* Upstream leaves such a claim until something changes; we look
+         * again after the next (longer, capped) delay, so a claim no node
+         * has room for now is provisioned once one has. */
+        obs_v(5, "not enough capacity for PVC %s with resource version %s", key,
+              meta(pvc, "resourceVersion"));
+        if (node_wait(c, key, uid ? uid : "", true, &wait) > 0)
+            wq_add_after(c->claims, key, wait);
+        else
+            wq_add(c->claims, key);
+        goto out;
+    }
+    path = pvc_path(pvc);
+    rc = node_become_owner(c, pvc, path);
+    if (rc == 1) {
+        obs_v(3, "became owner of PVC %s", key);
+        node_forget(c, key);
+        rc = 0; /* the update event brings the claim back as ours */
+    } else if (rc == 0) {
+        obs_v(3, "conflict during PVC %s update, will try again", key);
+        if (node_wait(c, key, uid ? uid : "", true, &wait) > 0)
+            wq_add_after(c->claims, key, wait);
+        else
+            wq_add(c->claims, key);
+    }
+out:
+    free(path);
+    json_object_put(sc);
+    return rc;
+}
+
 static int sync_claim(prov_ctrl *c, const char *key)
 {
     const char *slash = strchr(key, '/');
@@ -872,14 +1176,18 @@ static int sync_claim(prov_ctrl *c, const char *key)
     char *ns = strndup(key, (size_t)(slash - key));
     json_object *pvc = kube_informer_get(c->pvcs, ns, slash + 1);
     free(ns);
-    if (!pvc)
+    if (!pvc) {
+        node_forget(c, key);
         return 0;
+    }
     int rc = 0;
     char *path = pvc_path(pvc);
     char *volname = NULL;
     /* Every driver's provisioner uses the same finalizer name: it is ours
-     * only on a claim that asks for our driver. */
-    bool ours = finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0 && should_provision(c, pvc);
+     * only on a claim that asks for our driver (and, in node mode, that
+     * selects our node). */
+    bool ours = finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0 && should_provision(c, pvc) &&
+                node_selected_here(c, pvc);
     if (ours && released_already(c, pvc))
         goto out; /* a stale copy: the update without the finalizer is on its way */
     bool deleting = meta(pvc, "deletionTimestamp") != NULL;
@@ -891,6 +1199,11 @@ static int sync_claim(prov_ctrl *c, const char *key)
     }
     if (!ours && (deleting || !should_provision(c, pvc)))
         goto out;
+    if (!ours && c->local_node) {
+        rc = node_claim(c, key, pvc);
+        if (rc <= 0)
+            goto out; /* not ours (yet) */
+    }
     rc = prov_volume_name(&c->cfg, meta(pvc, "uid"), &volname);
     if (rc < 0)
         goto out;
@@ -961,6 +1274,13 @@ static int sync_volume(prov_ctrl *c, const char *name)
     if (!by || strcmp(by, c->cfg.driver_name) != 0 || !driver ||
         strcmp(driver, c->cfg.driver_name) != 0)
         goto out;
+    if (c->local_node) {
+        /* Node mode: only the node the volume lives on may delete it. */
+        bool here = true;
+        rc = prov_node_pv_accessible(pv, c->local_labels, &here);
+        if (rc < 0 || !here)
+            goto out;
+    }
     const char *policy = jstr(jget(pv, "spec"), "persistentVolumeReclaimPolicy");
     bool has_fin = finalizer_index(pv, PV_FINALIZER) >= 0;
     bool deleting = meta(pv, "deletionTimestamp") != NULL;
@@ -995,6 +1315,14 @@ static int sync_volume(prov_ctrl *c, const char *name)
     pthread_mutex_unlock(&c->done_mu);
     if (already)
         goto remove_pv;
+    /* The PV read above may be gone by now: its delete event clears the
+     * entry only after the cache dropped the PV, so a miss above with the
+     * PV still cached means it was never deleted. Without this look, a
+     * stale copy sent a second DeleteVolume. */
+    json_object *still = kube_informer_get(c->pvs, NULL, name);
+    if (!still)
+        goto out;
+    json_object_put(still);
     util_duration start = util_now_mono();
     json_object *secret_data = NULL;
     const char *sname = annotation(pv, ANN_DELETE_SECRET_NAME);
@@ -1151,6 +1479,12 @@ static void volume_deleted(void *ud, json_object *obj)
 static void free_key(struct lh_entry *e)
 {
     free(lh_entry_k(e));
+}
+
+static void free_key_value(struct lh_entry *e)
+{
+    free(lh_entry_k(e));
+    free(lh_entry_v(e));
 }
 
 /* json_object_object_del asserts on anything but an object: objects without
@@ -1319,7 +1653,13 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
     pthread_mutex_init(&c->sweep_mu, NULL);
     pthread_cond_init(&c->sweep_cv, NULL);
     c->deleted = lh_kchar_table_new(64, free_key);
-    c->released = lh_kchar_table_new(64, free_key);
+    c->released = lh_kchar_table_new(64, free_key_value);
+    if (opts->node.name) {
+        prov_node_local_objects(opts->node.name, cfg->driver_name, opts->node.node_id,
+                                opts->node.topology, &c->local_node, &c->local_csinode);
+        c->local_labels = prov_node_labels(opts->node.topology);
+        c->owning = lh_kchar_table_new(64, free_owning);
+    }
     obs_registry *m = opts->metrics;
     static const char *const cls[] = {"class", NULL};
     static const double buckets[] = {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10};
@@ -1360,7 +1700,7 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
                       (kube_handlers){volume_changed, volume_updated, volume_deleted, c}, &c->pvs);
     if (rc == 0)
         rc = informer(c, &KUBE_STORAGECLASS, slim_meta, NULL, (kube_handlers){0}, &c->classes);
-    if (rc == 0 && cfg->topology) {
+    if (rc == 0 && cfg->topology && !c->local_node) {
         rc = informer(c, &KUBE_NODE, slim_meta, NULL, (kube_handlers){0}, &c->nodes);
         if (rc == 0)
             rc = informer(c, &KUBE_CSINODE, slim_meta, NULL, (kube_handlers){0}, &c->csinodes);
@@ -1398,6 +1738,8 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
     if (opts->sweep_interval > 0 && cfg->create_delete_snapshot &&
         pthread_create(&c->sweep_th, NULL, sweeper, c) == 0)
         c->sweeping = true;
+    if (c->local_node)
+        obs_info("node deployment: provisioning for node %s", opts->node.name);
     /* The first lists parsed every object of the cluster, cached or not:
      * give those pages back rather than carry them for the process's life. */
     malloc_trim(0);
@@ -1435,6 +1777,11 @@ void prov_ctrl_stop(prov_ctrl *c)
     wq_free(c->volumes);
     lh_table_free(c->deleted);
     lh_table_free(c->released);
+    if (c->owning)
+        lh_table_free(c->owning);
+    json_object_put(c->local_node);
+    json_object_put(c->local_csinode);
+    json_object_put(c->local_labels);
     pthread_mutex_destroy(&c->done_mu);
     pthread_mutex_destroy(&c->sweep_mu);
     pthread_cond_destroy(&c->sweep_cv);

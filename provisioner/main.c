@@ -133,7 +133,7 @@ static void add_flags(util_flags *f, struct flags *fl)
                    "to reach the owning object for CSIStorageCapacity objects.");
     util_flags_bool(f, "node-deployment", &fl->node_deployment,
                     "Enables deploying the external-provisioner together with a CSI driver on "
-                    "nodes to manage node-local volumes (not supported yet: refused at start).");
+                    "nodes to manage node-local volumes.");
     util_flags_bool(f, "node-deployment-immediate-binding", &fl->node_deployment_immediate_binding,
                     "Determines whether immediate binding is supported when deployed on each "
                     "node.");
@@ -233,8 +233,18 @@ int main(int argc, char **argv)
         die("--worker-threads must be at least 1");
     if (fl.enable_capacity)
         die("--enable-capacity is not supported yet by this provisioner (see the README)");
-    if (fl.node_deployment)
-        die("--node-deployment is not supported yet by this provisioner (see the README)");
+    const char *node = getenv("NODE_NAME");
+    if (fl.node_deployment && (!node || !*node))
+        die("The NODE_NAME environment variable must be set when using --node-deployment.");
+    if (!fl.node_deployment)
+        node = NULL;
+    if (node && fl.common.leader_election) {
+        /* One lease for every node would leave all nodes but one idle:
+         * each node's instance works on its own claims. */
+        obs_warn("--leader-election is ignored with --node-deployment: every node runs its "
+                 "own provisioner");
+        fl.common.leader_election = false;
+    }
     struct gates g = {0};
     parse_gates(fl.feature_gates, &g);
     obs_info("Version: %s", SIDECAR_VERSION);
@@ -273,6 +283,13 @@ int main(int argc, char **argv)
     }
     csi_caps_from_controller(&caps, cc);
     csi__v1__controller_get_capabilities_response__free_unpacked(cc, NULL);
+    /* Node mode: this node's id and topology come from the local driver. */
+    Csi__V1__NodeGetInfoResponse *ni = NULL;
+    if (node && csi_node_get_info(sidecar_csi(s), fl.timeout, &ni, &st) < 0) {
+        fprintf(stderr, "csi-provisioner: failed to get node info from CSI driver: %s\n",
+                st.message);
+        return 1;
+    }
     if (!CSI_CAP(caps.plugin, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE) ||
         !CSI_CAP(caps.controller,
                  CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME))
@@ -297,7 +314,7 @@ int main(int argc, char **argv)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     char *identity = prov_identity((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
-                                   (int)(rnd % 10000), r.cfg.driver_name, NULL);
+                                   (int)(rnd % 10000), r.cfg.driver_name, node);
     r.cfg.identity = identity;
     r.opts = (prov_ctrl_opts){
         .csi = sidecar_csi(s),
@@ -314,12 +331,33 @@ int main(int argc, char **argv)
             CSI_CAP(caps.controller,
                     CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME),
     };
+    if (node) {
+        r.opts.node = (prov_node_opts){
+            .name = node,
+            .node_id = ni->node_id,
+            .topology = ni->accessible_topology,
+            .immediate_binding = fl.node_deployment_immediate_binding,
+            .base_delay = fl.node_deployment_base_delay,
+            .max_delay = fl.node_deployment_max_delay,
+            .get_capacity = CSI_CAP(
+                caps.controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY),
+        };
+        obs_info("node deployment for node %s (driver node id %s)", node, ni->node_id);
+        /* Without a node segment a PV's nodeAffinity cannot say which node
+         * holds it: every node would try to delete every released PV. */
+        if (!r.cfg.topology || !ni->accessible_topology || ni->accessible_topology->n_segments == 0)
+            obs_warn("--node-deployment: the driver reports no topology for this node, so every "
+                     "node treats every PV as its own; node-local drivers should report "
+                     "VOLUME_ACCESSIBILITY_CONSTRAINTS and a per-node segment");
+    }
     if (sidecar_serve(s, run, &r) < 0)
         die(util_err_last());
     sidecar_wait(s);
     prov_ctrl_stop(r.ctrl);
     sidecar_free(s);
     free(identity);
+    if (ni)
+        csi__v1__node_get_info_response__free_unpacked(ni, NULL);
     util_flags_free(f);
     return 0;
 }

@@ -362,6 +362,81 @@ int prov_build_pv(const prov_config *cfg, const json_object *pvc, const json_obj
                   const Csi__V1__CreateVolumeResponse *resp, const prov_secret_refs *refs,
                   json_object **out);
 
+/* ---- node deployment (nodedeploy.c) ------------------------------------------- */
+
+/*
+ * --node-deployment: one provisioner per node, next to that node's driver.
+ * Each instance provisions only claims whose selected node is its own node,
+ * may claim an Immediate claim for its node (after a jittered delay and a
+ * capacity check), and deletes only PVs whose node affinity its node
+ * satisfies. The decisions are here; the waiting, GetCapacity and the
+ * annotation patch are the controller's.
+ */
+
+/* What a claim is to this node (upstream checkNode). */
+typedef enum {
+    PROV_NODE_OURS = 0,  /* selected node is this node: provision as usual */
+    PROV_NODE_OTHER,     /* another node is selected: not ours, not even to delete */
+    PROV_NODE_CANDIDATE, /* Immediate, no node selected, immediate binding on: try to
+                            become the owner after a delay */
+    PROV_NODE_WAIT,      /* no node selected and not ours to take (WaitForFirstConsumer,
+                            immediate binding off, class unknown): wait for a node */
+} prov_node_claim;
+
+const char *prov_node_claim_name(prov_node_claim e); /* "ours", "other", ... */
+
+/*
+ * Eligibility from the claim's volume.kubernetes.io/selected-node (the alpha
+ * key is not read, as upstream) and its class's volumeBindingMode: only an
+ * explicit "Immediate" makes a candidate. `sc` may be NULL (class missing).
+ */
+prov_node_claim prov_node_eligibility(const json_object *pvc, const json_object *sc,
+                                      const char *node_name, bool immediate_binding);
+
+/*
+ * How long to wait before trying to own an Immediate claim, as upstream's
+ * rate limiter with jitter computes it: base * 2^requeues capped at max,
+ * minus base * rnd (rnd in [0, 1), the caller's draw), never below 0. So the
+ * first attempt waits between 0 and base.
+ */
+util_duration prov_node_delay(util_duration base, util_duration max, int requeues, double rnd);
+
+/* This node's labels as upstream fakes them: the NodeGetInfo segments as an
+ * object of strings, or NULL when the driver reports no topology. */
+json_object *prov_node_labels(const Csi__V1__Topology *accessible_topology);
+
+/*
+ * The static Node and CSINode upstream uses in node mode instead of
+ * watching every node: Node `node_name` with the segments as labels; its
+ * CSINode listing `driver` with `node_id` and the segment keys (sorted) as
+ * topologyKeys. New objects (json_object_put them).
+ */
+void prov_node_local_objects(const char *node_name, const char *driver, const char *node_id,
+                             const Csi__V1__Topology *accessible_topology, json_object **node,
+                             json_object **csinode);
+
+/*
+ * Whether this node may delete a PV (upstream VolumeIsAccessible): true
+ * without node labels (the driver reports no topology) or without
+ * spec.nodeAffinity.required; else whether a node with `labels` (and no
+ * name) matches one of the required terms (In, NotIn, Exists,
+ * DoesNotExist, Gt, Lt; matchFields on metadata.name). A term that does not
+ * parse matches nothing; when no term matches and one did not parse the
+ * result is -EINVAL, as upstream reports it.
+ */
+int prov_node_pv_accessible(const json_object *pv, const json_object *labels, bool *out);
+
+/*
+ * The capacity check before owning a claim: one GetCapacity per requisite
+ * topology of the planned CreateVolume request, or one without topology.
+ * prov_node_capacity_request fills the i-th (0 <= i < count) with pointers
+ * borrowed from `req` (parameters, capabilities); enough room is
+ * available_capacity >= the requested bytes in any answer.
+ */
+size_t prov_node_capacity_count(const Csi__V1__CreateVolumeRequest *req);
+void prov_node_capacity_request(const Csi__V1__CreateVolumeRequest *req, size_t i,
+                                Csi__V1__GetCapacityRequest *out);
+
 /* ========================================================================== */
 /* ==== controller ========================================================== */
 /* ========================================================================== */
@@ -375,6 +450,17 @@ int prov_build_pv(const prov_config *cfg, const json_object *pvc, const json_obj
 
 typedef struct prov_ctrl prov_ctrl;
 
+/* --node-deployment (name NULL outside it). */
+typedef struct prov_node_opts {
+    const char *name;                  /* $NODE_NAME */
+    const char *node_id;               /* NodeGetInfo node_id */
+    const Csi__V1__Topology *topology; /* NodeGetInfo accessible_topology; may be NULL */
+    bool immediate_binding;            /* --node-deployment-immediate-binding */
+    util_duration base_delay;          /* --node-deployment-base-delay */
+    util_duration max_delay;           /* --node-deployment-max-delay */
+    bool get_capacity;                 /* the driver has GET_CAPACITY: check before owning */
+} prov_node_opts;
+
 typedef struct prov_ctrl_opts {
     csi_conn *csi;
     kube_client *kube;
@@ -387,6 +473,7 @@ typedef struct prov_ctrl_opts {
     bool publish_unpublish;    /* the driver has PUBLISH_UNPUBLISH_VOLUME: check attachments */
     bool prevent_volume_mode_conversion; /* --prevent-volume-mode-conversion */
     util_duration sweep_interval;        /* --snapshot-orphan-sweep-interval (0: off) */
+    prov_node_opts node;                 /* --node-deployment */
 } prov_ctrl_opts;
 
 /* Starts informers (waits for their first sync) and workers. */
