@@ -727,6 +727,9 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
     csi_status st = {0};
     Csi__V1__CreateVolumeResponse *resp = NULL;
     rc = csi_create_volume(c->o.csi, req, c->o.timeout, &resp, &st);
+    /* Failed or not, free space may have changed (upstream refreshes too). */
+    if (c->o.volume_changed)
+        c->o.volume_changed(c->o.volume_changed_ud, meta(sc, "name"));
     if (rc < 0) {
         state = prov_classify(st.code, c->cfg.topology, prov_selected_node(pvc) != NULL);
         char *msg =
@@ -999,6 +1002,8 @@ static int sync_volume(prov_ctrl *c, const char *name)
         goto out;
     }
     obs_counter_add(c->delete_total, sc_v, 1);
+    if (c->o.volume_changed)
+        c->o.volume_changed(c->o.volume_changed_ud, sc_v[0]);
     obs_histogram_observe(c->delete_seconds, sc_v, (double)(util_now_mono() - start) / UTIL_SECOND);
     obs_info("deleted volume %s of PV %s", jstr(csi, "volumeHandle"), name);
     pthread_mutex_lock(&c->done_mu);
