@@ -366,13 +366,15 @@ static int write_item(prov_cap *c, const char *key, const char *segment, const j
     if (act == PROV_CAP_CREATE) {
         json_object *obj = NULL;
         rc = prov_cap_build(&c->cc, key, avail, has_max ? &max : NULL, &obj);
+        /* Marked before the request: its ADDED event may beat our return. */
+        set_pending(c, key, rc == 0);
         if (rc == 0)
             rc = kube_create(c->o.kube, c->collection, obj, &r);
         json_object_put(obj);
         if (rc == 0) {
             obs_v(4, "capacity: created %s for %s", meta(r.body, "name"), key);
-            set_pending(c, key, true);
         } else {
+            set_pending(c, key, false);
             util_err_set(rc, "create CSIStorageCapacity for %s: %s", key, r.message);
         }
     } else if (act == PROV_CAP_UPDATE) {
