@@ -13,7 +13,10 @@
 #     every 100 ms: an upper bound), with the deepest capacity queue seen;
 #   - API writes on CSIStorageCapacity objects during that poll when nothing
 #     changed (kube-lite's apiserver_request_total; target 0);
-#   - provisioner VmRSS / VmHWM (target <= 50 MB).
+#   - provisioner VmRSS / VmHWM (target <= 50 MB), and without
+#     --enable-capacity for comparison;
+#   - a restart with every object present: time of its first round, writes
+#     (target 0), its cache sizes.
 #
 #   hack/bench/run-capacity-bench.sh            2000 nodes x 3 classes
 #   NODES=500 CLASSES=2 THREADS=4 B=build hack/bench/run-capacity-bench.sh
@@ -139,11 +142,25 @@ csc_writes() {
   awk '/^apiserver_request_total\{/ && /resource="csistoragecapacities"/ && /verb="(create|update|patch|delete)"/ {s += $NF} END {print s + 0}' <<<"$text"
 }
 
+# The same provisioner without capacity tracking, for comparison.
+"$B/bin/csi-provisioner" --kubeconfig="$tmp/kubeconfig" --csi-address="$tmp/csi.sock" \
+  2>"$tmp/prov0.log" &
+PROV_PID=$!
+for _ in $(seq 1 1200); do
+  grep -q 'provisioner started' "$tmp/prov0.log" 2>/dev/null && break
+  sleep 0.05
+done
+sleep 1
+echo "  for comparison, the provisioner without --enable-capacity: VmRSS $(mib "$(kib "$PROV_PID" VmRSS)") MiB" \
+  "(RssAnon $(mib "$(kib "$PROV_PID" RssAnon)") MiB)"
+stop "$PROV_PID"
+PROV_PID=
+
 t2=$(now)
 NAMESPACE=default "$B/bin/csi-provisioner" --kubeconfig="$tmp/kubeconfig" --csi-address="$tmp/csi.sock" \
   --enable-capacity --capacity-ownerref-level=-1 "--capacity-poll-interval=${POLL}s" \
   "--capacity-threads=$THREADS" --kube-api-capacity-qps=10000 --kube-api-capacity-burst=10000 \
-  "--http-endpoint=127.0.0.1:$PORT" 2>"$tmp/prov.log" &
+  "--http-endpoint=127.0.0.1:$PORT" -v=2 2>"$tmp/prov.log" &
 PROV_PID=$!
 for _ in $(seq 1 1200); do
   grep -q 'provisioner started' "$tmp/prov.log" 2>/dev/null && break
@@ -196,4 +213,31 @@ echo "  full poll: $((c - base)) GetCapacity calls in $(secs "$start" "$end") s 
   "deepest capacity queue seen: $deepest (one entry per object at most: $WANT)"
 echo "  API writes on CSIStorageCapacity objects during that poll: $((w1 - w0)) (target 0)"
 echo "  provisioner after a poll: VmRSS $(mib "$(kib "$PROV_PID" VmRSS)") MiB" \
+  "(RssAnon $(mib "$(kib "$PROV_PID" RssAnon)") MiB), VmHWM $(mib "$(kib "$PROV_PID" VmHWM)") MiB (target <= 50 MB)"
+
+# A restart with every object present: the caches it starts with, and no
+# write once its first round is done.
+stop "$PROV_PID"
+w0=$(csc_writes)
+t5=$(now)
+NAMESPACE=default "$B/bin/csi-provisioner" --kubeconfig="$tmp/kubeconfig" --csi-address="$tmp/csi.sock" \
+  --enable-capacity --capacity-ownerref-level=-1 "--capacity-poll-interval=${POLL}s" \
+  "--capacity-threads=$THREADS" --kube-api-capacity-qps=10000 --kube-api-capacity-burst=10000 \
+  "--http-endpoint=127.0.0.1:$PORT" -v=2 2>"$tmp/prov2.log" &
+PROV_PID=$!
+for _ in $(seq 1 1200); do
+  grep -q 'provisioner started' "$tmp/prov2.log" 2>/dev/null && break
+  sleep 0.05
+done
+base=$(get_capacity_calls)
+for _ in $(seq 1 3000); do
+  sleep 0.1
+  base=$(get_capacity_calls)
+  [ "$base" -ge "$WANT" ] && break
+done
+t6=$(now)
+echo "  restart with the $WANT objects present: first round of GetCapacity done $(secs "$t5" "$t6") s after start;" \
+  "API writes: $(($(csc_writes) - w0)) (target 0)"
+echo "  $(sed -n 's/.*\] capacity caches: /caches: /p' "$tmp/prov2.log")"
+echo "  provisioner after the restart: VmRSS $(mib "$(kib "$PROV_PID" VmRSS)") MiB" \
   "(RssAnon $(mib "$(kib "$PROV_PID" RssAnon)") MiB), VmHWM $(mib "$(kib "$PROV_PID" VmHWM)") MiB (target <= 50 MB)"
