@@ -66,8 +66,7 @@ struct prov_cap {
 static json_object *jget(const json_object *o, const char *key)
 {
     json_object *v = NULL;
-    if (!o || !json_object_is_type(o, json_type_object) ||
-        !json_object_object_get_ex(o, key, &v))
+    if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
         return NULL;
     return v;
 }
@@ -120,9 +119,9 @@ static void collect(void *ud, json_object *obj)
     struct objs *o = ud;
     if (o->n == o->cap) {
         o->cap = o->cap ? o->cap * 2 : 16;
-        json_object **bigger = util_calloc(o->cap, sizeof(*bigger));
+        json_object **bigger = util_calloc(o->cap, sizeof(void *));
         if (o->n)
-            memcpy(bigger, o->v, o->n * sizeof(*bigger));
+            memcpy(bigger, o->v, o->n * sizeof(void *));
         free(o->v);
         o->v = bigger;
     }
@@ -323,7 +322,7 @@ static int get_capacity(prov_cap *c, const json_object *sc, const char *segment,
                     ? (size_t)json_object_object_length(params)
                     : 0;
     Csi__V1__GetCapacityRequest__ParametersEntry *entries = util_calloc(np + 1, sizeof(*entries));
-    Csi__V1__GetCapacityRequest__ParametersEntry **ptrs = util_calloc(np + 1, sizeof(*ptrs));
+    Csi__V1__GetCapacityRequest__ParametersEntry **ptrs = util_calloc(np + 1, sizeof(void *));
     if (np > 0) {
         json_object_object_foreach(params, k, v)
         {
@@ -384,8 +383,8 @@ static int write_item(prov_cap *c, const char *key, const char *segment, const j
         char *path = util_asprintf("%s/%s", c->collection, meta(existing, "name"));
         rc = kube_patch(c->o.kube, path, KUBE_PATCH_MERGE, patch, &r);
         if (rc < 0)
-            util_err_set(rc, "update CSIStorageCapacity %s for %s: %s", meta(existing, "name"),
-                         key, r.message);
+            util_err_set(rc, "update CSIStorageCapacity %s for %s: %s", meta(existing, "name"), key,
+                         r.message);
         else
             obs_v(4, "capacity: updated %s for %s", meta(existing, "name"), key);
         free(path);
@@ -604,8 +603,8 @@ static void slim_csinode(void *ud, json_object *obj)
 static void slim_class(void *ud, json_object *obj)
 {
     (void)ud;
-    static const char *const top[] = {"metadata", "provisioner", "parameters",
-                                      "volumeBindingMode", NULL};
+    static const char *const top[] = {"metadata", "provisioner", "parameters", "volumeBindingMode",
+                                      NULL};
     static const char *const m[] = {"name", "resourceVersion", NULL};
     keep_only(obj, top);
     keep_only(jget(obj, "metadata"), m);
@@ -616,7 +615,7 @@ static void slim_class(void *ud, json_object *obj)
 static void slim_csc(void *ud, json_object *obj)
 {
     (void)ud;
-    static const char *const top[] = {"metadata",   "storageClassName",  "nodeTopology",
+    static const char *const top[] = {"metadata", "storageClassName",  "nodeTopology",
                                       "capacity", "maximumVolumeSize", NULL};
     static const char *const m[] = {"name",   "namespace",       "resourceVersion",
                                     "labels", "ownerReferences", NULL};

@@ -21,8 +21,7 @@
 static json_object *jget(const json_object *o, const char *key)
 {
     json_object *v = NULL;
-    if (!o || !json_object_is_type(o, json_type_object) ||
-        !json_object_object_get_ex(o, key, &v))
+    if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
         return NULL;
     return v;
 }
@@ -67,8 +66,8 @@ static char *join_pairs(kv *p, size_t n)
 }
 
 /* Calls fn for each "key=value" pair of a segment. */
-static void each_pair(const char *segment, void (*fn)(void *ud, const char *k, size_t klen,
-                                                      const char *v, size_t vlen),
+static void each_pair(const char *segment,
+                      void (*fn)(void *ud, const char *k, size_t klen, const char *v, size_t vlen),
                       void *ud)
 {
     const char *p = segment;
@@ -115,9 +114,8 @@ int prov_cap_node_segment(const char *driver, const json_object *csinode, const 
     if (!node)
         return util_err_set(-ENOENT, "no Node for CSINode %s",
                             jstr(jget(csinode, "metadata"), "name"));
-    size_t nk = keys && json_object_is_type(keys, json_type_array)
-                    ? json_object_array_length(keys)
-                    : 0;
+    size_t nk =
+        keys && json_object_is_type(keys, json_type_array) ? json_object_array_length(keys) : 0;
     json_object *labels = jget(jget(node, "metadata"), "labels");
     kv *pairs = util_calloc(nk + 1, sizeof(*pairs));
     size_t n = 0;
@@ -226,9 +224,8 @@ char *prov_cap_object_key(const json_object *csc)
         if (n > 0) {
             json_object_object_foreach(ml, k, v)
             {
-                pairs[i++] = (kv){k, json_object_is_type(v, json_type_string)
-                                         ? json_object_get_string(v)
-                                         : ","};
+                pairs[i++] = (kv){
+                    k, json_object_is_type(v, json_type_string) ? json_object_get_string(v) : ","};
             }
         }
         seg = join_pairs(pairs, i);
@@ -286,7 +283,7 @@ Csi__V1__Topology *prov_cap_segment_topology(const char *segment)
         n += *p == ',';
     Csi__V1__Topology *t = util_calloc(1, sizeof(*t));
     csi__v1__topology__init(t);
-    t->segments = util_calloc(n, sizeof(*t->segments));
+    t->segments = util_calloc(n, sizeof(void *));
     struct topo_build b = {t};
     each_pair(segment, add_segment_entry, &b);
     return t;
@@ -348,9 +345,8 @@ static bool owned_by(const json_object *csc, const json_object *owner)
 {
     const char *uid = jstr(owner, "uid");
     json_object *refs = jget(jget(csc, "metadata"), "ownerReferences");
-    size_t n = refs && json_object_is_type(refs, json_type_array)
-                   ? json_object_array_length(refs)
-                   : 0;
+    size_t n =
+        refs && json_object_is_type(refs, json_type_array) ? json_object_array_length(refs) : 0;
     for (size_t i = 0; i < n; i++) {
         json_object *r = json_object_array_get_idx(refs, i);
         json_object *ctl = jget(r, "controller");
@@ -394,9 +390,8 @@ int prov_cap_decide(const prov_cap_config *cc, const json_object *existing, int6
         /* A merge patch replaces the list: keep the others' references. */
         json_object *refs = json_object_new_array();
         json_object *old = jget(jget(existing, "metadata"), "ownerReferences");
-        size_t n = old && json_object_is_type(old, json_type_array)
-                       ? json_object_array_length(old)
-                       : 0;
+        size_t n =
+            old && json_object_is_type(old, json_type_array) ? json_object_array_length(old) : 0;
         for (size_t i = 0; i < n; i++)
             json_object_array_add(refs, json_object_get(json_object_array_get_idx(old, i)));
         json_object *copy = NULL;
@@ -593,9 +588,8 @@ int prov_cap_owner_step(const json_object *obj, const char *api_version, const c
         return 0;
     }
     json_object *refs = jget(m, "ownerReferences");
-    size_t n = refs && json_object_is_type(refs, json_type_array)
-                   ? json_object_array_length(refs)
-                   : 0;
+    size_t n =
+        refs && json_object_is_type(refs, json_type_array) ? json_object_array_length(refs) : 0;
     for (size_t i = 0; i < n; i++) {
         json_object *r = json_object_array_get_idx(refs, i);
         json_object *ctl = jget(r, "controller");

@@ -250,8 +250,7 @@ static void setup_capacity(sidecar *s, const struct flags *fl, const csi_caps *c
                  json_object_get_string(json_object_object_get(*owner, "kind")),
                  json_object_get_string(json_object_object_get(*owner, "name")));
     }
-    if (!CSI_CAP(caps->controller,
-                 CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY))
+    if (!CSI_CAP(caps->controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY))
         obs_warn("--enable-capacity: the driver does not report GET_CAPACITY; its GetCapacity "
                  "calls will fail and no CSIStorageCapacity gets written");
     r->capacity = true;

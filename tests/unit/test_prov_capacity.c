@@ -96,8 +96,9 @@ static void test_class_wanted_table(void **state)
         {"Immediate class gets objects with --capacity-for-immediate-binding",
          "{`provisioner`:`" DRIVER "`,`volumeBindingMode`:`Immediate`}", true, true},
         {"an unset mode is Immediate", "{`provisioner`:`" DRIVER "`}", false, false},
-        {"another driver's class never", "{`provisioner`:`x.example.com`,`volumeBindingMode`:"
-                                          "`WaitForFirstConsumer`}",
+        {"another driver's class never",
+         "{`provisioner`:`x.example.com`,`volumeBindingMode`:"
+         "`WaitForFirstConsumer`}",
          true, false},
     };
     for (size_t i = 0; i < N_ROWS(rows); i++) {
@@ -191,7 +192,10 @@ static void test_items_segments_times_classes_table(void **state)
         const char *want;
     } rows[] = {
         {"every zone x every WaitForFirstConsumer class of the driver, sorted",
-         {"zone=z2", "zone=z1"}, 2, false, "fast/zone=z1 fast/zone=z2 slow/zone=z1 slow/zone=z2"},
+         {"zone=z2", "zone=z1"},
+         2,
+         false,
+         "fast/zone=z1 fast/zone=z2 slow/zone=z1 slow/zone=z2"},
         {"Immediate classes join with the flag",
          {"zone=z1"},
          1,
@@ -208,8 +212,8 @@ static void test_items_segments_times_classes_table(void **state)
         char **keys = NULL;
         size_t n = 0;
         assert_int_equal(prov_cap_items(&cc, rows[i].segments, rows[i].n_segments,
-                                        (const json_object *const *)classes, N_ROWS(classes),
-                                        &keys, &n),
+                                        (const json_object *const *)classes, N_ROWS(classes), &keys,
+                                        &n),
                          0);
         char *got = joined(keys, n);
         expect_str(rows[i].name, "items", got, rows[i].want);
@@ -306,7 +310,9 @@ static void test_build_table(void **state)
         json_object *o = NULL;
         assert_int_equal(prov_cap_build(&cc, rows[i].key, rows[i].capacity, rows[i].max, &o), 0);
         char *want = T(rows[i].want);
-        expect_str(rows[i].name, "object", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
+        expect_str(rows[i].name, "object",
+                   json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+                                                         JSON_C_TO_STRING_NOSLASHESCAPE),
                    want);
         free(want);
         json_object_put(o);
@@ -411,8 +417,7 @@ static void test_decide_table(void **state)
         json_object *ex = J(rows[i].existing);
         prov_cap_action act = PROV_CAP_DELETE;
         char *patch = NULL;
-        assert_int_equal(prov_cap_decide(&cc, ex, rows[i].capacity, rows[i].max, &act, &patch),
-                         0);
+        assert_int_equal(prov_cap_decide(&cc, ex, rows[i].capacity, rows[i].max, &act, &patch), 0);
         expect_str(rows[i].name, "action", prov_cap_action_name(act),
                    prov_cap_action_name(rows[i].want));
         char *want = rows[i].patch ? T(rows[i].patch) : NULL;
@@ -427,10 +432,10 @@ static void test_decide_table(void **state)
 /* ---- desired vs existing --------------------------------------------------------------------- */
 
 #define OBJ(name, mgr, cls, zone, owner_uid)                                                       \
-    "{`metadata`:{`name`:`" name "`,`labels`:{`csi.storage.k8s.io/drivername`:`" DRIVER           \
+    "{`metadata`:{`name`:`" name "`,`labels`:{`csi.storage.k8s.io/drivername`:`" DRIVER            \
     "`,`csi.storage.k8s.io/managed-by`:`" mgr "`},`ownerReferences`:[{`uid`:`" owner_uid           \
-    "`,`controller`:true}]},`storageClassName`:`" cls "`,`nodeTopology`:{`matchLabels`:{`zone`:`" \
-    zone "`}},`capacity`:`1Gi`}"
+    "`,`controller`:true}]},`storageClassName`:`" cls                                              \
+    "`,`nodeTopology`:{`matchLabels`:{`zone`:`" zone "`}},`capacity`:`1Gi`}"
 
 static char *steps_text(const prov_cap_step *s, size_t n)
 {
@@ -438,8 +443,9 @@ static char *steps_text(const prov_cap_step *s, size_t n)
     assert_non_null(out);
     for (size_t i = 0; i < n; i++) {
         char line[256];
-        snprintf(line, sizeof(line), "%s%s %s%s%s", i ? "; " : "", prov_cap_action_name(s[i].action),
-                 s[i].key, s[i].name ? " " : "", s[i].name ? s[i].name : "");
+        snprintf(line, sizeof(line), "%s%s %s%s%s", i ? "; " : "",
+                 prov_cap_action_name(s[i].action), s[i].key, s[i].name ? " " : "",
+                 s[i].name ? s[i].name : "");
         strcat(out, line);
     }
     return out;
@@ -544,8 +550,8 @@ static void test_owner_step_table(void **state)
          "/apis/apps/v1/namespaces/kube-system/replicasets/prov-7d9", "apps/v1", "ReplicaSet",
          NULL},
         {"no controlling owner: upstream's error",
-         "{`metadata`:{`name`:`lonely`,`namespace`:`ns`,`uid`:`u`}}", "v1", "Pod", 1, -ENOENT,
-         NULL, NULL, NULL, NULL,
+         "{`metadata`:{`name`:`lonely`,`namespace`:`ns`,`uid`:`u`}}", "v1", "Pod", 1, -ENOENT, NULL,
+         NULL, NULL, NULL,
          "v1/Pod \"lonely\" in namespace \"ns\" has no controlling owner, cannot unwind the "
          "ownership further"},
     };
@@ -558,7 +564,10 @@ static void test_owner_step_table(void **state)
         expect_int(rows[i].name, "rc", rc, rows[i].rc);
         char *want = rows[i].ref ? T(rows[i].ref) : NULL;
         expect_str(rows[i].name, "ref",
-                   ref ? json_object_to_json_string_ext(ref, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) : NULL, want);
+                   ref ? json_object_to_json_string_ext(ref, JSON_C_TO_STRING_PLAIN |
+                                                                 JSON_C_TO_STRING_NOSLASHESCAPE)
+                       : NULL,
+                   want);
         free(want);
         expect_str(rows[i].name, "next path", path, rows[i].next_path);
         expect_str(rows[i].name, "next apiVersion", av, rows[i].next_av);
