@@ -195,6 +195,55 @@ void prov_cap_keys_free(char **keys, size_t n)
     free(keys);
 }
 
+int prov_cap_affinity_segments(const json_object *pv, char ***segs, size_t *n)
+{
+    json_object *terms =
+        jget(jget(jget(jget(pv, "spec"), "nodeAffinity"), "required"), "nodeSelectorTerms");
+    size_t nt =
+        terms && json_object_is_type(terms, json_type_array) ? json_object_array_length(terms) : 0;
+    char **out = util_calloc(nt + 1, sizeof(void *));
+    size_t m = 0;
+    for (size_t i = 0; i < nt; i++) {
+        json_object *term = json_object_array_get_idx(terms, i);
+        json_object *fields = jget(term, "matchFields");
+        json_object *exprs = jget(term, "matchExpressions");
+        if (fields && json_object_is_type(fields, json_type_array) &&
+            json_object_array_length(fields) > 0)
+            continue;
+        size_t ne = exprs && json_object_is_type(exprs, json_type_array)
+                        ? json_object_array_length(exprs)
+                        : 0;
+        kv *pairs = util_calloc(ne + 1, sizeof(*pairs));
+        bool ok = true;
+        for (size_t j = 0; j < ne && ok; j++) {
+            json_object *e = json_object_array_get_idx(exprs, j);
+            json_object *values = jget(e, "values");
+            ok = streq(jstr(e, "operator"), "In") && jstr(e, "key") && values &&
+                 json_object_is_type(values, json_type_array) &&
+                 json_object_array_length(values) == 1 &&
+                 json_object_is_type(json_object_array_get_idx(values, 0), json_type_string);
+            if (ok)
+                pairs[j] = (kv){jstr(e, "key"),
+                                json_object_get_string(json_object_array_get_idx(values, 0))};
+        }
+        char *seg = ok ? join_pairs(pairs, ne) : NULL;
+        free(pairs);
+        if (!seg)
+            continue;
+        bool dup = false;
+        for (size_t k = 0; k < m && !dup; k++)
+            dup = strcmp(out[k], seg) == 0;
+        if (dup)
+            free(seg);
+        else
+            out[m++] = seg;
+    }
+    qsort(out, m, sizeof(*out), str_cmp);
+    *segs = out;
+    *n = m;
+    return 0;
+}
+
 /* ---- existing objects --------------------------------------------------------------- */
 
 bool prov_cap_is_managed(const prov_cap_config *cc, const json_object *csc)

@@ -219,7 +219,7 @@ static void run(void *ud)
     if (r->capacity) {
         if (prov_cap_start(&r->cap_opts, &r->cap_cfg, &r->cap) < 0)
             obs_fatal_exit("cannot start the capacity controller: %s", util_err_last());
-        r->opts.volume_changed = prov_cap_refresh_class;
+        r->opts.volume_changed = prov_cap_volume_changed;
         r->opts.volume_changed_ud = r->cap;
     }
     if (prov_ctrl_start(&r->opts, &r->cfg, &r->ctrl) < 0)

@@ -387,9 +387,10 @@ typedef struct prov_ctrl_opts {
     bool publish_unpublish;    /* the driver has PUBLISH_UNPUBLISH_VOLUME: check attachments */
     bool prevent_volume_mode_conversion; /* --prevent-volume-mode-conversion */
     util_duration sweep_interval;        /* --snapshot-orphan-sweep-interval (0: off) */
-    /* Called after a CreateVolume or DeleteVolume that may have changed the
-     * free space of a class (capacity tracking refreshes it); may be NULL. */
-    void (*volume_changed)(void *ud, const char *sc_name);
+    /* Called after a CreateVolume or DeleteVolume that may have changed free
+     * space (capacity tracking refreshes it): `pv` is the volume's PV, NULL
+     * after a failed CreateVolume. May be NULL. */
+    void (*volume_changed)(void *ud, const char *sc_name, const json_object *pv);
     void *volume_changed_ud;
 } prov_ctrl_opts;
 
@@ -467,6 +468,14 @@ bool prov_cap_is_managed(const prov_cap_config *cc, const json_object *csc);
  * prov_cap_key_split rejects. Caller frees.
  */
 char *prov_cap_object_key(const json_object *csc);
+
+/*
+ * The segments a PV is in: one per term of spec.nodeAffinity.required whose
+ * expressions are all "In" with one value (upstream's termToSegment; other
+ * terms are skipped). *segs (sorted, distinct) is freed with
+ * prov_cap_keys_free; *n 0 when there is none.
+ */
+int prov_cap_affinity_segments(const json_object *pv, char ***segs, size_t *n);
 
 /* nodeTopology for a segment: {"matchLabels": {...}}, or {} for "". */
 json_object *prov_cap_node_topology(const char *segment);
@@ -565,9 +574,13 @@ typedef struct prov_cap_opts {
 /* Starts informers (waits for their first sync), the workers and the poll.
  * `cc` is copied; the strings and the owner it points to must outlive it. */
 int prov_cap_start(const prov_cap_opts *opts, const prov_cap_config *cc, prov_cap **out);
-/* Refreshes every object of a class soon (after a provision or delete);
- * a prov_ctrl_opts.volume_changed callback. Thread-safe. */
-void prov_cap_refresh_class(void *cap, const char *sc_name);
+/*
+ * A prov_ctrl_opts.volume_changed callback (thread-safe): refreshes soon
+ * the objects of every wanted class in the segments of the PV's nodeAffinity
+ * (prov_cap_affinity_segments), as upstream does; without a PV, or when no
+ * known segment matches, every object of class `sc_name`.
+ */
+void prov_cap_volume_changed(void *cap, const char *sc_name, const json_object *pv);
 /* Stops the poll, informers and workers; frees. NULL is a no-op. */
 void prov_cap_stop(prov_cap *c);
 

@@ -261,6 +261,45 @@ static void test_object_key_table(void **state)
     }
 }
 
+static void test_affinity_segments_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *pv, *want;
+    } rows[] = {
+        {"one term: its In expressions, sorted by key",
+         "{`spec`:{`nodeAffinity`:{`required`:{`nodeSelectorTerms`:[{`matchExpressions`:["
+         "{`key`:`zone`,`operator`:`In`,`values`:[`z1`]},{`key`:`rack`,`operator`:`In`,"
+         "`values`:[`r1`]}]}]}}}}",
+         "rack=r1,zone=z1"},
+        {"several terms: several segments, sorted, distinct",
+         "{`spec`:{`nodeAffinity`:{`required`:{`nodeSelectorTerms`:["
+         "{`matchExpressions`:[{`key`:`zone`,`operator`:`In`,`values`:[`z2`]}]},"
+         "{`matchExpressions`:[{`key`:`zone`,`operator`:`In`,`values`:[`z1`]}]},"
+         "{`matchExpressions`:[{`key`:`zone`,`operator`:`In`,`values`:[`z2`]}]}]}}}}",
+         "zone=z1 zone=z2"},
+        {"a term with two values, another operator or matchFields is skipped",
+         "{`spec`:{`nodeAffinity`:{`required`:{`nodeSelectorTerms`:["
+         "{`matchExpressions`:[{`key`:`zone`,`operator`:`In`,`values`:[`z1`,`z2`]}]},"
+         "{`matchExpressions`:[{`key`:`zone`,`operator`:`NotIn`,`values`:[`z1`]}]},"
+         "{`matchFields`:[{`key`:`metadata.name`,`operator`:`In`,`values`:[`n`]}]},"
+         "{`matchExpressions`:[{`key`:`zone`,`operator`:`In`,`values`:[`z3`]}]}]}}}}",
+         "zone=z3"},
+        {"no nodeAffinity: none", "{`spec`:{}}", ""},
+    };
+    for (size_t i = 0; i < N_ROWS(rows); i++) {
+        json_object *pv = J(rows[i].pv);
+        char **segs = NULL;
+        size_t n = 0;
+        assert_int_equal(prov_cap_affinity_segments(pv, &segs, &n), 0);
+        char *got = joined(segs, n);
+        expect_str(rows[i].name, "segments", got, rows[i].want);
+        free(got);
+        prov_cap_keys_free(segs, n);
+        json_object_put(pv);
+    }
+}
+
 static void test_segment_topology_for_get_capacity(void **state)
 {
     (void)state;
@@ -614,6 +653,7 @@ int main(void)
         cmocka_unit_test(test_node_segment_table),
         cmocka_unit_test(test_items_segments_times_classes_table),
         cmocka_unit_test(test_object_key_table),
+        cmocka_unit_test(test_affinity_segments_table),
         cmocka_unit_test(test_segment_topology_for_get_capacity),
         cmocka_unit_test(test_build_table),
         cmocka_unit_test(test_quantity_format_table),
