@@ -54,7 +54,7 @@ struct prov_cap {
     bool stopping;
     char **segments; /* sorted, distinct */
     size_t n_segments;
-    struct lh_table *pending; /* item key -> util_duration (malloc'ed): created, not yet seen */
+    struct lh_table *pending; /* item key -> struct pending: created, not yet seen */
     util_duration gauges_at;  /* when the gauges were last computed */
     util_duration trimmed_at; /* last malloc_trim */
     obs_metric *goal, *current, *obsolete;
@@ -289,12 +289,21 @@ static int delete_object(prov_cap *c, const char *name)
     return rc;
 }
 
+struct pending {
+    util_duration at; /* when the create was sent */
+    bool again;       /* a sync was skipped meanwhile: run one once it shows */
+};
+
+/* True while our create of `key` has not reached the cache (and marks
+ * that the item wants another look then). */
 static bool pending(prov_cap *c, const char *key)
 {
     pthread_mutex_lock(&c->mu);
     void *v = NULL;
-    const util_duration *at = lh_table_lookup_ex(c->pending, key, &v) ? v : NULL;
-    bool fresh = at && util_now_mono() - *at < PENDING_GRACE;
+    struct pending *p = lh_table_lookup_ex(c->pending, key, &v) ? v : NULL;
+    bool fresh = p && util_now_mono() - p->at < PENDING_GRACE;
+    if (fresh)
+        p->again = true;
     pthread_mutex_unlock(&c->mu);
     return fresh;
 }
@@ -304,11 +313,25 @@ static void set_pending(prov_cap *c, const char *key, bool on)
     pthread_mutex_lock(&c->mu);
     lh_table_delete(c->pending, key);
     if (on) {
-        util_duration *at = util_calloc(1, sizeof(*at));
-        *at = util_now_mono();
-        lh_table_insert(c->pending, util_strdup(key), at);
+        struct pending *p = util_calloc(1, sizeof(*p));
+        p->at = util_now_mono();
+        lh_table_insert(c->pending, util_strdup(key), p);
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+/* Ends the pending state of `key`; true unless the object is our own
+ * fresh create that nobody asked about since (it holds what we just
+ * learnt: no need to ask the driver again). */
+static bool pending_done(prov_cap *c, const char *key)
+{
+    pthread_mutex_lock(&c->mu);
+    void *v = NULL;
+    struct pending *p = lh_table_lookup_ex(c->pending, key, &v) ? v : NULL;
+    bool look = !p || p->again || util_now_mono() - p->at >= PENDING_GRACE;
+    lh_table_delete(c->pending, key);
+    pthread_mutex_unlock(&c->mu);
+    return look;
 }
 
 /* GetCapacity for an item; *has_max says whether *max was reported. */
@@ -507,8 +530,8 @@ static void csc_added(void *ud, json_object *obj)
 {
     prov_cap *c = ud;
     char *key = prov_cap_object_key(obj);
-    set_pending(c, key, false);
-    wq_add(c->q, key);
+    if (pending_done(c, key))
+        wq_add(c->q, key);
     free(key);
 }
 
@@ -540,11 +563,20 @@ static void topology_changed(void *ud, json_object *obj)
     wq_add(((prov_cap *)ud)->q, TOPOLOGY_KEY);
 }
 
-/* Node status changes every few seconds in a real cluster: only labels
- * and our CSINode entry (all the slim caches keep) matter. */
-static void topology_updated(void *ud, json_object *old, json_object *obj)
+/* A Node's status (and so its resourceVersion) changes all the time in a
+ * real cluster: only its labels, and our entry of a CSINode, matter. */
+static void node_updated(void *ud, json_object *old, json_object *obj)
 {
-    if (!json_object_equal(old, obj))
+    json_object *a = jget(jget(old, "metadata"), "labels");
+    json_object *b = jget(jget(obj, "metadata"), "labels");
+    if (!(a == b || (a && b && json_object_equal(a, b))))
+        topology_changed(ud, obj);
+}
+
+static void csinode_updated(void *ud, json_object *old, json_object *obj)
+{
+    json_object *a = jget(old, "spec"), *b = jget(obj, "spec");
+    if (!(a == b || (a && b && json_object_equal(a, b))))
         topology_changed(ud, obj);
 }
 
@@ -736,10 +768,13 @@ int prov_cap_start(const prov_cap_opts *opts, const prov_cap_config *cc, prov_ca
         rc = informer(c, &KUBE_STORAGECLASS, NULL, NULL, slim_class,
                       (kube_handlers){class_changed, class_updated, class_changed, c}, &c->classes);
     if (rc == 0 && opts->topology) {
-        kube_handlers th = {topology_changed, topology_updated, topology_changed, c};
-        rc = informer(c, &KUBE_NODE, NULL, NULL, slim_node, th, &c->nodes);
+        rc = informer(c, &KUBE_NODE, NULL, NULL, slim_node,
+                      (kube_handlers){topology_changed, node_updated, topology_changed, c},
+                      &c->nodes);
         if (rc == 0)
-            rc = informer(c, &KUBE_CSINODE, NULL, NULL, slim_csinode, th, &c->csinodes);
+            rc = informer(c, &KUBE_CSINODE, NULL, NULL, slim_csinode,
+                          (kube_handlers){topology_changed, csinode_updated, topology_changed, c},
+                          &c->csinodes);
     }
     kube_informer *all[] = {c->classes, c->nodes, c->csinodes, c->cscs};
     for (size_t i = 0; rc == 0 && i < sizeof(all) / sizeof(all[0]); i++)
