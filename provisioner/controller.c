@@ -774,6 +774,9 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
     csi_status st = {0};
     Csi__V1__CreateVolumeResponse *resp = NULL;
     rc = csi_create_volume(c->o.csi, req, c->o.timeout, &resp, &st);
+    /* A failure may mean the class is full somewhere (upstream refreshes too). */
+    if (rc < 0 && c->o.volume_changed)
+        c->o.volume_changed(c->o.volume_changed_ud, meta(sc, "name"), NULL);
     if (rc < 0) {
         state = prov_classify(st.code, c->cfg.topology, prov_selected_node(pvc) != NULL);
         char *msg =
@@ -818,6 +821,8 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
     json_object *pv = NULL;
     rc = prov_build_pv(&c->cfg, pvc, sc, req, resp, &refs, &pv);
     csi__v1__create_volume_response__free_unpacked(resp, NULL);
+    if (rc == 0 && c->o.volume_changed)
+        c->o.volume_changed(c->o.volume_changed_ud, meta(sc, "name"), pv);
     if (rc < 0) {
         event_failed(c, pvc, CSI_UNKNOWN, util_err_last());
         goto out;
@@ -1348,6 +1353,8 @@ static int sync_volume(prov_ctrl *c, const char *name)
         goto out;
     }
     obs_counter_add(c->delete_total, sc_v, 1);
+    if (c->o.volume_changed)
+        c->o.volume_changed(c->o.volume_changed_ud, sc_v[0], pv);
     obs_histogram_observe(c->delete_seconds, sc_v, (double)(util_now_mono() - start) / UTIL_SECOND);
     obs_info("deleted volume %s of PV %s", jstr(csi, "volumeHandle"), name);
     pthread_mutex_lock(&c->done_mu);

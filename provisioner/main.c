@@ -120,7 +120,7 @@ static void add_flags(util_flags *f, struct flags *fl)
                    "kubernetes apiserver.");
     util_flags_bool(f, "enable-capacity", &fl->enable_capacity,
                     "This enables producing CSIStorageCapacity objects with capacity information "
-                    "from the driver's GetCapacity call (not supported yet: refused at start).");
+                    "from the driver's GetCapacity call.");
     util_flags_bool(f, "capacity-for-immediate-binding", &fl->capacity_for_immediate_binding,
                     "Enables producing capacity information for storage classes with immediate "
                     "binding.");
@@ -207,13 +207,67 @@ struct run_ctx {
     prov_ctrl_opts opts;
     prov_config cfg;
     prov_ctrl *ctrl;
+    bool capacity;
+    prov_cap_opts cap_opts;
+    prov_cap_config cap_cfg;
+    prov_cap *cap;
 };
 
 static void run(void *ud)
 {
     struct run_ctx *r = ud;
+    if (r->capacity) {
+        if (prov_cap_start(&r->cap_opts, &r->cap_cfg, &r->cap) < 0)
+            obs_fatal_exit("cannot start the capacity controller: %s", util_err_last());
+        r->opts.volume_changed = prov_cap_volume_changed;
+        r->opts.volume_changed_ud = r->cap;
+    }
     if (prov_ctrl_start(&r->opts, &r->cfg, &r->ctrl) < 0)
         obs_fatal_exit("cannot start the provisioner: %s", util_err_last());
+}
+
+/* Capacity tracking's own client (upstream: a separate rate limit) and
+ * the owner of its objects, looked up once at start as upstream does. */
+static void setup_capacity(sidecar *s, const struct flags *fl, const csi_caps *caps,
+                           struct run_ctx *r, kube_client **client, json_object **owner)
+{
+    char *ua = util_asprintf("external-provisioner/%s", SIDECAR_VERSION);
+    kube_client_opts ko = {.qps = fl->capacity_qps,
+                           .burst = fl->capacity_burst,
+                           .user_agent = ua,
+                           .metrics = sidecar_metrics(s)};
+    int rc = kube_client_new(sidecar_kube_config(s), &ko, client);
+    free(ua);
+    if (rc < 0)
+        die(util_err_last());
+    const char *ns = getenv("NAMESPACE");
+    if (fl->capacity_ownerref_level >= 0) {
+        if (prov_cap_lookup_owner(*client, ns, getenv("POD_NAME"), fl->capacity_ownerref_level,
+                                  owner) < 0)
+            die(util_err_last());
+        obs_info("using %s/%s %s as owner of CSIStorageCapacity objects",
+                 json_object_get_string(json_object_object_get(*owner, "apiVersion")),
+                 json_object_get_string(json_object_object_get(*owner, "kind")),
+                 json_object_get_string(json_object_object_get(*owner, "name")));
+    }
+    if (!CSI_CAP(caps->controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY))
+        obs_warn("--enable-capacity: the driver does not report GET_CAPACITY; its GetCapacity "
+                 "calls will fail and no CSIStorageCapacity gets written");
+    r->capacity = true;
+    r->cap_cfg = (prov_cap_config){.driver_name = r->cfg.driver_name,
+                                   .managed_by = PROV_CAP_MANAGED_BY,
+                                   .namespace = ns,
+                                   .owner = *owner,
+                                   .immediate_binding = fl->capacity_for_immediate_binding};
+    r->cap_opts = (prov_cap_opts){.csi = sidecar_csi(s),
+                                  .kube = *client,
+                                  .metrics = sidecar_metrics(s),
+                                  .timeout = fl->timeout,
+                                  .retry_start = fl->retry_start,
+                                  .retry_max = fl->retry_max,
+                                  .poll_interval = fl->capacity_poll_interval,
+                                  .workers = fl->capacity_threads,
+                                  .topology = r->cfg.topology};
 }
 
 int main(int argc, char **argv)
@@ -231,8 +285,6 @@ int main(int argc, char **argv)
         die("--volume-name-uuid-length must be -1 or between 1 and 32");
     if (fl.worker_threads < 1)
         die("--worker-threads must be at least 1");
-    if (fl.enable_capacity)
-        die("--enable-capacity is not supported yet by this provisioner (see the README)");
     const char *node = getenv("NODE_NAME");
     if (fl.node_deployment && (!node || !*node))
         die("The NODE_NAME environment variable must be set when using --node-deployment.");
@@ -245,6 +297,17 @@ int main(int argc, char **argv)
                  "own provisioner");
         fl.common.leader_election = false;
     }
+    /* Before connecting anywhere: a missing variable is a deployment mistake. */
+    const char *cap_ns = getenv("NAMESPACE"), *cap_pod = getenv("POD_NAME");
+    if (fl.enable_capacity && (!cap_ns || !*cap_ns))
+        die("need NAMESPACE env variable for CSIStorageCapacity objects (--enable-capacity)");
+    if (fl.enable_capacity && fl.capacity_ownerref_level >= 0 && (!cap_pod || !*cap_pod))
+        die("need POD_NAME env variable to determine CSIStorageCapacity owner "
+            "(--enable-capacity with --capacity-ownerref-level >= 0)");
+    if (fl.capacity_threads < 1)
+        die("--capacity-threads must be at least 1");
+    if (fl.enable_capacity && fl.node_deployment)
+        die("--enable-capacity together with --node-deployment is not supported yet");
     struct gates g = {0};
     parse_gates(fl.feature_gates, &g);
     obs_info("Version: %s", SIDECAR_VERSION);
@@ -350,11 +413,18 @@ int main(int argc, char **argv)
                      "node treats every PV as its own; node-local drivers should report "
                      "VOLUME_ACCESSIBILITY_CONSTRAINTS and a per-node segment");
     }
+    kube_client *cap_client = NULL;
+    json_object *cap_owner = NULL;
+    if (fl.enable_capacity)
+        setup_capacity(s, &fl, &caps, &r, &cap_client, &cap_owner);
     if (sidecar_serve(s, run, &r) < 0)
         die(util_err_last());
     sidecar_wait(s);
     prov_ctrl_stop(r.ctrl);
+    prov_cap_stop(r.cap);
     sidecar_free(s);
+    kube_client_free(cap_client);
+    json_object_put(cap_owner);
     free(identity);
     if (ni)
         csi__v1__node_get_info_response__free_unpacked(ni, NULL);

@@ -474,11 +474,208 @@ typedef struct prov_ctrl_opts {
     bool prevent_volume_mode_conversion; /* --prevent-volume-mode-conversion */
     util_duration sweep_interval;        /* --snapshot-orphan-sweep-interval (0: off) */
     prov_node_opts node;                 /* --node-deployment */
+    /* Called after a CreateVolume or DeleteVolume that may have changed free
+     * space (capacity tracking refreshes it): `pv` is the volume's PV, NULL
+     * after a failed CreateVolume. May be NULL. */
+    void (*volume_changed)(void *ud, const char *sc_name, const json_object *pv);
+    void *volume_changed_ud;
 } prov_ctrl_opts;
 
 /* Starts informers (waits for their first sync) and workers. */
 int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctrl **out);
 /* Stops taking work, lets each worker finish its current key, frees. */
 void prov_ctrl_stop(prov_ctrl *c);
+
+/* ========================================================================== */
+/* ==== storage capacity (capacity_plan.c) ================================== */
+/* ========================================================================== */
+
+/*
+ * CSIStorageCapacity objects (--enable-capacity, upstream A1.9): one per
+ * (topology segment x StorageClass of this driver). Pure decisions here; the
+ * I/O is in capacity.c.
+ *
+ * A segment is kept as canonical text: its "key=value" pairs sorted by key
+ * and joined with ","; "" is the empty segment (a driver without topology,
+ * or a node whose driver reports no keys), which matches every node. Label
+ * keys and values can hold neither "=" nor ",", so the text is unambiguous.
+ * A work item's key is "<class>/<segment>": class names hold no "/".
+ */
+
+#define PROV_CAP_LABEL_DRIVER     "csi.storage.k8s.io/drivername"
+#define PROV_CAP_LABEL_MANAGED_BY "csi.storage.k8s.io/managed-by"
+#define PROV_CAP_MANAGED_BY       "external-provisioner"
+#define PROV_CAP_GENERATE_NAME    "csisc-"
+
+typedef struct prov_cap_config {
+    const char *driver_name;
+    const char *managed_by; /* PROV_CAP_MANAGED_BY */
+    const char *namespace;  /* $NAMESPACE: where the objects live */
+    /* The ownerReference every object carries (prov_cap_owner_step), or NULL
+     * with --capacity-ownerref-level=-1. */
+    const json_object *owner;
+    bool immediate_binding; /* --capacity-for-immediate-binding */
+} prov_cap_config;
+
+/* Whether `sc` gets objects: its provisioner is the driver and its binding
+ * mode is WaitForFirstConsumer, or any mode (unset means Immediate) with
+ * --capacity-for-immediate-binding. */
+bool prov_cap_class_wanted(const prov_cap_config *cc, const json_object *sc);
+
+/*
+ * The segment a node contributes: the driver's topologyKeys from its CSINode
+ * with the values of the Node's labels. -ENOENT when it contributes none:
+ * the driver is not on the CSINode, the Node is NULL, or a key is not (yet)
+ * a label of the Node. No keys gives the empty segment "". Caller frees.
+ */
+int prov_cap_node_segment(const char *driver, const json_object *csinode, const json_object *node,
+                          char **out);
+
+/* "<class>/<segment>" (caller frees), and back: -EINVAL when `key` has no
+ * class (the key of an object no item can want). */
+char *prov_cap_key(const char *sc_name, const char *segment);
+int prov_cap_key_split(const char *key, char **sc_name, char **segment);
+
+/*
+ * Every work item wanted: the keys of segments x wanted classes, sorted.
+ * `segments` holds distinct segments. *keys is an array of *n strings
+ * (free with prov_cap_keys_free).
+ */
+int prov_cap_items(const prov_cap_config *cc, const char *const *segments, size_t n_segments,
+                   const json_object *const *classes, size_t n_classes, char ***keys, size_t *n);
+void prov_cap_keys_free(char **keys, size_t n);
+
+/* True when an object carries our labels (driver and managed-by). */
+bool prov_cap_is_managed(const prov_cap_config *cc, const json_object *csc);
+
+/*
+ * The work item key an existing object stands for, from storageClassName
+ * and nodeTopology. An object no item can want (no class, a selector with
+ * matchExpressions or a value no segment can have) gets "!<name>", which
+ * prov_cap_key_split rejects. Caller frees.
+ */
+char *prov_cap_object_key(const json_object *csc);
+
+/*
+ * The segments a PV is in: one per term of spec.nodeAffinity.required whose
+ * expressions are all "In" with one value (upstream's termToSegment; other
+ * terms are skipped). *segs (sorted, distinct) is freed with
+ * prov_cap_keys_free; *n 0 when there is none.
+ */
+int prov_cap_affinity_segments(const json_object *pv, char ***segs, size_t *n);
+
+/* nodeTopology for a segment: {"matchLabels": {...}}, or {} for "". */
+json_object *prov_cap_node_topology(const char *segment);
+
+/* The CSI topology for GetCapacity: NULL for the empty segment (no
+ * accessible_topology is sent), else its map. Free with
+ * prov_cap_topology_free. */
+Csi__V1__Topology *prov_cap_segment_topology(const char *segment);
+void prov_cap_topology_free(Csi__V1__Topology *t);
+
+typedef enum {
+    PROV_CAP_NONE = 0, /* the object is up to date: no write */
+    PROV_CAP_CREATE,   /* a wanted item has no object */
+    PROV_CAP_UPDATE,   /* capacity, maximumVolumeSize or owner differ */
+    PROV_CAP_KEEP,     /* the item's object: refresh it (GetCapacity decides) */
+    PROV_CAP_DELETE,   /* obsolete (item not wanted) or a duplicate */
+} prov_cap_action;
+
+const char *prov_cap_action_name(prov_cap_action a);
+
+typedef struct prov_cap_step {
+    prov_cap_action action; /* CREATE, KEEP or DELETE */
+    char *key;
+    char *name; /* the object (KEEP, DELETE); NULL for CREATE */
+} prov_cap_step;
+
+/*
+ * Desired items vs existing objects: CREATE for each wanted key without an
+ * object, KEEP for the one object kept per wanted key (one owned by us when
+ * there is a choice, then the first name), DELETE for every other object of
+ * ours. Objects without our labels are left alone. `desired` must be
+ * sorted (prov_cap_items). Steps come CREATE/KEEP by key, then DELETE by
+ * name. Free with prov_cap_steps_free.
+ */
+int prov_cap_diff(const prov_cap_config *cc, const char *const *desired, size_t n_desired,
+                  const json_object *const *existing, size_t n_existing, prov_cap_step **steps,
+                  size_t *n_steps);
+void prov_cap_steps_free(prov_cap_step *steps, size_t n);
+
+/*
+ * The object to create for `key` (generateName csisc-, our labels, the
+ * owner, storageClassName, nodeTopology, capacity and, when `max_size` is
+ * not NULL, maximumVolumeSize as BinarySI quantities). -EINVAL for a key
+ * without class. *out is new (json_object_put it).
+ */
+int prov_cap_build(const prov_cap_config *cc, const char *key, int64_t capacity,
+                   const int64_t *max_size, json_object **out);
+
+/*
+ * What a GetCapacity answer means for the item's object `existing` (NULL:
+ * none): CREATE, NONE when capacity and maximumVolumeSize have the same
+ * values and the owner (if any) controls it, else UPDATE with *patch a JSON
+ * merge patch (caller frees) that sets both sizes (null removes the
+ * maximum), adds the owner reference and carries the cached
+ * resourceVersion as a precondition.
+ */
+int prov_cap_decide(const prov_cap_config *cc, const json_object *existing, int64_t capacity,
+                    const int64_t *max_size, prov_cap_action *action, char **patch);
+
+/*
+ * One step of upstream's owner walk (--capacity-ownerref-level) over `obj`,
+ * an object of `api_version`/`kind` as read from the API: with levels 0 the
+ * reference to `obj` itself; with 1 its controlling owner's reference, taken
+ * from `obj` without reading the owner (so RBAC needs no GET on it); with 2
+ * or more *next_path is the owner's API path (prov_cap_owner_path) to read
+ * next with levels - 1, and *next_api_version and *next_kind its type. A
+ * reference is {apiVersion, kind, name, uid, controller: true}. -ENOENT with
+ * upstream's message when there is no controlling owner. Caller frees all.
+ */
+int prov_cap_owner_step(const json_object *obj, const char *api_version, const char *kind,
+                        int levels, json_object **ref, char **next_path, char **next_api_version,
+                        char **next_kind);
+
+/* API path of a namespaced object from its apiVersion and kind, the plural
+ * made the way Kubernetes names the built-in workloads (lower case + "s";
+ * "es" after s/x/z/ch/sh; consonant + "y" -> "ies"). Caller frees. */
+char *prov_cap_owner_path(const char *api_version, const char *kind, const char *ns,
+                          const char *name);
+
+/* ---- the capacity controller (capacity.c) ---- */
+
+typedef struct prov_cap prov_cap;
+
+typedef struct prov_cap_opts {
+    csi_conn *csi;
+    kube_client *kube; /* its own client (--kube-api-capacity-qps/-burst) */
+    obs_registry *metrics;
+    util_duration timeout;       /* --timeout, per GetCapacity */
+    util_duration retry_start;   /* --retry-interval-start */
+    util_duration retry_max;     /* --retry-interval-max */
+    util_duration poll_interval; /* --capacity-poll-interval */
+    int workers;                 /* --capacity-threads */
+    bool topology;               /* the driver reports VOLUME_ACCESSIBILITY_CONSTRAINTS */
+} prov_cap_opts;
+
+/* Starts informers (waits for their first sync), the workers and the poll.
+ * `cc` is copied; the strings and the owner it points to must outlive it. */
+int prov_cap_start(const prov_cap_opts *opts, const prov_cap_config *cc, prov_cap **out);
+/*
+ * A prov_ctrl_opts.volume_changed callback (thread-safe): refreshes soon
+ * the objects of every wanted class in the segments of the PV's nodeAffinity
+ * (prov_cap_affinity_segments), as upstream does; without a PV, or when no
+ * known segment matches, every object of class `sc_name`.
+ */
+void prov_cap_volume_changed(void *cap, const char *sc_name, const json_object *pv);
+/* Stops the poll, informers and workers; frees. NULL is a no-op. */
+void prov_cap_stop(prov_cap *c);
+
+/*
+ * Upstream's owner lookup at start-up: reads the pod `pod` in `ns` and walks
+ * `levels` controlling owners up (prov_cap_owner_step). *ref is new.
+ */
+int prov_cap_lookup_owner(kube_client *kube, const char *ns, const char *pod, int levels,
+                          json_object **ref);
 
 #endif
