@@ -52,13 +52,18 @@ struct prov_ctrl {
      * the repeat is one idempotent call. */
     pthread_mutex_t done_mu;
     struct lh_table *deleted;
-    /* Claims (uid -> the resourceVersion we removed the in-progress
-     * finalizer from): while the cache still shows that very version, a
-     * sync must not patch again (a 422 and a GET). Keyed on the version,
-     * not the uid alone: the watch event of the removal can arrive before
-     * the entry is made, and a claim that gets the finalizer again later
-     * (rescheduled, or raced for in node mode) must be released again. */
+    /* Claims (by uid) whose in-progress finalizer we removed: a cached copy
+     * still showing it is stale (only we add it, and adding it again drops
+     * the entry), so a sync must not patch again (a 422 and a GET). */
     struct lh_table *released;
+    /* Claims (by uid) whose PV this process created: until the claim is
+     * bound (and leaves the cache) it waits for the binder, even when the
+     * PV is not cached (yet, or no longer: Bound volumes are not), instead
+     * of getting the finalizer and a CreateVolume again. */
+    struct lh_table *provisioned;
+    /* Volumes (by name) deleted and whose finalizer we removed: cached
+     * copies still showing it are stale, not a reason for another patch. */
+    struct lh_table *finalized;
     /* the snapshot orphan sweeper */
     pthread_t sweep_th;
     bool sweeping;
@@ -190,32 +195,42 @@ static int remove_finalizer(prov_ctrl *c, const char *path, const json_object *o
     return rc;
 }
 
+/* Adds or drops `uid` in one of the uid sets guarded by done_mu. */
+static void uid_mark(prov_ctrl *c, struct lh_table *set, const char *uid, bool on)
+{
+    if (!uid)
+        return;
+    pthread_mutex_lock(&c->done_mu);
+    if (!on)
+        lh_table_delete(set, uid);
+    else if (!lh_table_lookup_entry(set, uid))
+        lh_table_insert(set, util_strdup(uid), NULL);
+    pthread_mutex_unlock(&c->done_mu);
+}
+
+static bool uid_marked(prov_ctrl *c, struct lh_table *set, const char *uid)
+{
+    if (!uid)
+        return false;
+    pthread_mutex_lock(&c->done_mu);
+    bool yes = lh_table_lookup_entry(set, uid) != NULL;
+    pthread_mutex_unlock(&c->done_mu);
+    return yes;
+}
+
 /* Removes the claim's in-progress finalizer and remembers that we did. */
 static int release_claim(prov_ctrl *c, const char *path, const json_object *pvc)
 {
     int rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
-    const char *uid = meta(pvc, "uid");
-    const char *rv = meta(pvc, "resourceVersion");
-    if (rc == 0 && uid && rv) {
-        pthread_mutex_lock(&c->done_mu);
-        lh_table_delete(c->released, uid);
-        lh_table_insert(c->released, util_strdup(uid), util_strdup(rv));
-        pthread_mutex_unlock(&c->done_mu);
-    }
+    if (rc == 0)
+        uid_mark(c, c->released, meta(pvc, "uid"), true);
     return rc;
 }
 
 /* True when the cached claim still shows a finalizer we already removed. */
 static bool released_already(prov_ctrl *c, const json_object *pvc)
 {
-    const char *uid = meta(pvc, "uid"), *rv = meta(pvc, "resourceVersion");
-    if (!uid || !rv)
-        return false;
-    pthread_mutex_lock(&c->done_mu);
-    void *from = NULL;
-    bool yes = lh_table_lookup_ex(c->released, uid, &from) && from && strcmp(from, rv) == 0;
-    pthread_mutex_unlock(&c->done_mu);
-    return yes;
+    return uid_marked(c, c->released, meta(pvc, "uid"));
 }
 
 /* ---- claims --------------------------------------------------------------------- */
@@ -842,6 +857,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         obs_counter_add(c->provision_total, lv, 1);
         obs_histogram_observe(c->provision_seconds, lv,
                               (double)(util_now_mono() - start) / UTIL_SECOND);
+        uid_mark(c, c->provisioned, meta(pvc, "uid"), true);
         rc = release_claim(c, path, pvc);
     }
 out:
@@ -1204,6 +1220,8 @@ static int sync_claim(prov_ctrl *c, const char *key)
     }
     if (!ours && (deleting || !should_provision(c, pvc)))
         goto out;
+    if (!ours && uid_marked(c, c->provisioned, meta(pvc, "uid")))
+        goto out; /* our PV exists: the binder's turn */
     if (!ours && c->local_node) {
         rc = node_claim(c, key, pvc);
         if (rc <= 0)
@@ -1241,6 +1259,8 @@ static int sync_claim(prov_ctrl *c, const char *key)
     if (!ours) {
         /* Record the intent first; the update event brings the claim back. */
         rc = add_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+        if (rc == 0)
+            uid_mark(c, c->released, meta(pvc, "uid"), false);
         goto out;
     }
     rc = provision(c, pvc, path, volname);
@@ -1288,6 +1308,8 @@ static int sync_volume(prov_ctrl *c, const char *name)
     }
     const char *policy = jstr(jget(pv, "spec"), "persistentVolumeReclaimPolicy");
     bool has_fin = finalizer_index(pv, PV_FINALIZER) >= 0;
+    if (has_fin && uid_marked(c, c->finalized, name))
+        goto out; /* a stale copy: the volume is deleted and its finalizer gone */
     bool deleting = meta(pv, "deletionTimestamp") != NULL;
     if (!policy || strcmp(policy, "Delete") != 0) {
         /* Retain and Recycle never reach DeleteVolume: no finalizer. */
@@ -1372,6 +1394,8 @@ remove_pv:
             goto out;
     }
     rc = remove_finalizer(c, path, pv, PV_FINALIZER);
+    if (rc == 0)
+        uid_mark(c, c->finalized, name, true);
 out:
     free(path);
     json_object_put(pv);
@@ -1422,12 +1446,8 @@ static void *sweeper(void *arg)
 static void claim_changed(void *ud, json_object *obj)
 {
     prov_ctrl *c = ud;
-    const char *uid = meta(obj, "uid");
-    if (uid && finalizer_index(obj, PROV_FINALIZER_IN_PROGRESS) < 0) {
-        pthread_mutex_lock(&c->done_mu);
-        lh_table_delete(c->released, uid);
-        pthread_mutex_unlock(&c->done_mu);
-    }
+    if (finalizer_index(obj, PROV_FINALIZER_IN_PROGRESS) < 0)
+        uid_mark(c, c->released, meta(obj, "uid"), false);
     char *key = kube_key(obj);
     wq_add(c->claims, key);
     free(key);
@@ -1444,12 +1464,8 @@ static void claim_updated(void *ud, json_object *old, json_object *obj)
 static void claim_gone(void *ud, json_object *obj)
 {
     prov_ctrl *c = ud;
-    const char *uid = meta(obj, "uid");
-    if (uid) {
-        pthread_mutex_lock(&c->done_mu);
-        lh_table_delete(c->released, uid);
-        pthread_mutex_unlock(&c->done_mu);
-    }
+    uid_mark(c, c->released, meta(obj, "uid"), false);
+    uid_mark(c, c->provisioned, meta(obj, "uid"), false);
 }
 
 static void volume_changed(void *ud, json_object *obj)
@@ -1472,15 +1488,21 @@ static void volume_updated(void *ud, json_object *old, json_object *obj)
     volume_changed(ud, obj);
 }
 
+static bool keep_pv(void *ud, const json_object *pv);
+
 static void volume_deleted(void *ud, json_object *obj)
 {
     prov_ctrl *c = ud;
     const char *name = meta(obj, "name");
-    if (!name)
+    /* A volume that only left the cache (settled, keep_pv) still exists. */
+    if (!name || !keep_pv(c, obj))
         return;
     pthread_mutex_lock(&c->done_mu);
     lh_table_delete(c->deleted, name);
     pthread_mutex_unlock(&c->done_mu);
+    uid_mark(c, c->finalized, name, false);
+    /* A volume deleted before its claim was bound must be made again. */
+    uid_mark(c, c->provisioned, jstr(jget(jget(obj, "spec"), "claimRef"), "uid"), false);
 }
 
 static void free_key(struct lh_entry *e)
@@ -1661,6 +1683,8 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
     pthread_cond_init(&c->sweep_cv, NULL);
     c->deleted = lh_kchar_table_new(64, free_key);
     c->released = lh_kchar_table_new(64, free_key_value);
+    c->provisioned = lh_kchar_table_new(64, free_key_value);
+    c->finalized = lh_kchar_table_new(64, free_key_value);
     if (opts->node.name) {
         prov_node_local_objects(opts->node.name, cfg->driver_name, opts->node.node_id,
                                 opts->node.topology, &c->local_node, &c->local_csinode);
@@ -1784,6 +1808,8 @@ void prov_ctrl_stop(prov_ctrl *c)
     wq_free(c->volumes);
     lh_table_free(c->deleted);
     lh_table_free(c->released);
+    lh_table_free(c->provisioned);
+    lh_table_free(c->finalized);
     if (c->owning)
         lh_table_free(c->owning);
     json_object_put(c->local_node);

@@ -210,6 +210,6 @@ cache_case() {
 
 if [ "$CACHED" -gt 0 ]; then
   cache_case other.csi.example.com "of another driver (not cached: filtered out)"
-  cache_case "$DRIVER_NAME" "of this driver (the PVs cached, slimmed; bound claims are not)"
+  cache_case "$DRIVER_NAME" "of this driver, all Bound (settled: neither is cached)"
 fi
 exit "$status"
