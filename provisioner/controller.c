@@ -520,6 +520,21 @@ out:
     return rc;
 }
 
+/* The kind of source the claim asks us for (NONE also for a populator's). */
+static prov_source_kind source_kind(const json_object *pvc)
+{
+    json_object *ds = data_source(pvc);
+    const char *kind = jstr(ds, "kind"), *group = jstr(ds, "apiGroup");
+    if (!kind || !jstr(ds, "name"))
+        return PROV_SOURCE_NONE;
+    if (strcmp(kind, "PersistentVolumeClaim") == 0 && (!group || !*group))
+        return PROV_SOURCE_VOLUME;
+    if (strcmp(kind, "VolumeSnapshot") == 0 && group &&
+        strcmp(group, "snapshot.storage.k8s.io") == 0)
+        return PROV_SOURCE_SNAPSHOT;
+    return PROV_SOURCE_NONE;
+}
+
 /* 0 with src filled (kind NONE without a source); 1: not ours (a populator's). */
 static int resolve_source(prov_ctrl *c, const json_object *pvc, struct source *src)
 {
@@ -692,8 +707,13 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
     Csi__V1__CreateVolumeRequest *req = NULL;
     prov_secret_refs refs = {0};
     prov_state state = PROV_FINAL;
-    struct source src;
-    int rc = resolve_source(c, pvc, &src);
+    /* A driver that cannot use the source fails before the source is
+     * looked at or protected (upstream checks capabilities first): a
+     * finalizer added here would never be released. */
+    struct source src = {PROV_SOURCE_NONE, NULL, NULL, NULL};
+    int rc = prov_check_capabilities(&c->cfg, source_kind(pvc), false);
+    if (rc == 0)
+        rc = resolve_source(c, pvc, &src);
     if (rc == 1) {
         /* Another kind of source: a volume populator's job, not ours. */
         kube_event(c->o.recorder, pvc, "Normal", "Provisioning",
