@@ -51,8 +51,9 @@ struct prov_ctrl {
      * the repeat is one idempotent call. */
     pthread_mutex_t done_mu;
     struct lh_table *deleted;
-    /* Claims (by uid) whose in-progress finalizer we removed: until the
-     * cache shows it gone, a sync must not patch again (a 422 and a GET). */
+    /* Claims (by uid) whose in-progress finalizer we removed, with the
+     * resourceVersion of the copy we removed it from: until the cache shows
+     * it gone, a sync of that copy must not patch again (a 422 and a GET). */
     struct lh_table *released;
     /* the snapshot orphan sweeper */
     pthread_t sweep_th;
@@ -183,24 +184,30 @@ static int remove_finalizer(prov_ctrl *c, const char *path, const json_object *o
 static int release_claim(prov_ctrl *c, const char *path, const json_object *pvc)
 {
     int rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
-    const char *uid = meta(pvc, "uid");
-    if (rc == 0 && uid) {
+    const char *uid = meta(pvc, "uid"), *rv = meta(pvc, "resourceVersion");
+    if (rc == 0 && uid && rv) {
         pthread_mutex_lock(&c->done_mu);
-        if (!lh_table_lookup_entry(c->released, uid))
-            lh_table_insert(c->released, util_strdup(uid), NULL);
+        lh_table_delete(c->released, uid);
+        lh_table_insert(c->released, util_strdup(uid), util_strdup(rv));
         pthread_mutex_unlock(&c->done_mu);
     }
     return rc;
 }
 
-/* True when the cached claim still shows a finalizer we already removed. */
+/*
+ * True when the cached claim is the very copy we removed the finalizer from.
+ * Any other version showing it is newer: the finalizer was added again (a
+ * sync that saw the released claim before its PV reached the cache does
+ * that), and skipping it would leave the claim held for good.
+ */
 static bool released_already(prov_ctrl *c, const json_object *pvc)
 {
-    const char *uid = meta(pvc, "uid");
-    if (!uid)
+    const char *uid = meta(pvc, "uid"), *rv = meta(pvc, "resourceVersion");
+    if (!uid || !rv)
         return false;
     pthread_mutex_lock(&c->done_mu);
-    bool yes = lh_table_lookup_entry(c->released, uid) != NULL;
+    struct lh_entry *e = lh_table_lookup_entry(c->released, uid);
+    bool yes = e && strcmp((const char *)lh_entry_v(e), rv) == 0;
     pthread_mutex_unlock(&c->done_mu);
     return yes;
 }
@@ -1247,6 +1254,12 @@ static void free_key(struct lh_entry *e)
     free(lh_entry_k(e));
 }
 
+static void free_key_value(struct lh_entry *e)
+{
+    free(lh_entry_k(e));
+    free((void *)lh_entry_v(e));
+}
+
 /* json_object_object_del asserts on anything but an object: objects without
  * annotations (or a spec.csi) are common. */
 static void jdel(json_object *o, const char *key)
@@ -1338,7 +1351,7 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
     pthread_mutex_init(&c->sweep_mu, NULL);
     pthread_cond_init(&c->sweep_cv, NULL);
     c->deleted = lh_kchar_table_new(64, free_key);
-    c->released = lh_kchar_table_new(64, free_key);
+    c->released = lh_kchar_table_new(64, free_key_value);
     obs_registry *m = opts->metrics;
     static const char *const cls[] = {"class", NULL};
     static const double buckets[] = {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10};
