@@ -405,6 +405,12 @@ static int64_t quantity_of(json_object *q)
     return 0;
 }
 
+/* Both set and equal. */
+static bool streq(const char *a, const char *b)
+{
+    return a && b && strcmp(a, b) == 0;
+}
+
 /* Upstream's answer for every problem with the source PV of a clone (the
  * details only go to the log). */
 #define CLONE_PV_INVALID "claim in dataSource not bound or invalid"
@@ -465,13 +471,12 @@ static int resolve_clone(prov_ctrl *c, const json_object *pvc, const char *name,
         why = "does not exist";
     else if (!csi || !jstr(csi, "volumeHandle"))
         why = "is not a CSI volume";
-    else if (!driver || strcmp(driver, c->cfg.driver_name) != 0)
+    else if (!streq(driver, c->cfg.driver_name))
         why = "is handled by another driver";
-    else if (!ref || !jstr(ref, "uid") || strcmp(jstr(ref, "uid"), meta(spvc, "uid")) != 0 ||
-             !jstr(ref, "namespace") || strcmp(jstr(ref, "namespace"), ns) != 0 ||
-             !jstr(ref, "name") || strcmp(jstr(ref, "name"), name) != 0)
+    else if (!streq(jstr(ref, "uid"), meta(spvc, "uid")) || !streq(jstr(ref, "namespace"), ns) ||
+             !streq(jstr(ref, "name"), name))
         why = "is not bound to that claim";
-    else if (!phase || strcmp(phase, "Bound") != 0)
+    else if (!streq(phase, "Bound"))
         why = "is not Bound";
     if (why) {
         obs_warn("the source volume %s of claim %s/%s %s", vol, ns, name, why);
@@ -514,18 +519,18 @@ static int parse_bool(const char *s)
 static bool content_matches(prov_ctrl *c, const json_object *vs, const json_object *vsc)
 {
     json_object *ref = jget(jget(vsc, "spec"), "volumeSnapshotRef");
-    const char *uid = jstr(ref, "uid"), *ns = jstr(ref, "namespace"), *n = jstr(ref, "name");
     const char *driver = jstr(jget(vsc, "spec"), "driver");
-    if (!uid || strcmp(uid, meta(vs, "uid")) != 0 || !ns || strcmp(ns, meta(vs, "namespace")) != 0 ||
-        !n || strcmp(n, meta(vs, "name")) != 0) {
+    if (!streq(jstr(ref, "uid"), meta(vs, "uid")) ||
+        !streq(jstr(ref, "namespace"), meta(vs, "namespace")) ||
+        !streq(jstr(ref, "name"), meta(vs, "name"))) {
         obs_warn("snapshotcontent %s for snapshot %s/%s is bound to a different snapshot",
                  meta(vsc, "name"), meta(vs, "namespace"), meta(vs, "name"));
         return false;
     }
-    if (!driver || strcmp(driver, c->cfg.driver_name) != 0) {
+    if (!streq(driver, c->cfg.driver_name)) {
         obs_warn("snapshotcontent %s for snapshot %s/%s is handled by driver %s, not %s",
-                 meta(vsc, "name"), meta(vs, "namespace"), meta(vs, "name"),
-                 driver ? driver : "", c->cfg.driver_name);
+                 meta(vsc, "name"), meta(vs, "namespace"), meta(vs, "name"), driver ? driver : "",
+                 c->cfg.driver_name);
         return false;
     }
     return true;
