@@ -144,7 +144,7 @@ pending_unprovisioned() {
   echo "$(jp pvc "$1" '{.status.phase}|{.spec.volumeName}')|$(drv "$WORK/$2" "'pvc-$(uid_of pvc "$1")' in byname")"
 }
 
-# pvc NAME CLASS [SIZE] [DATASOURCE-YAML]: a RWO claim, optionally from a source
+# pvc NAME CLASS [SIZE] [SPEC-YAML]: a RWO claim, optionally from a source
 pvc() {
   cat <<EOF | K create -f - >/dev/null
 apiVersion: v1
@@ -163,14 +163,14 @@ EOF
 }
 # clone NAME CLASS SIZE SOURCE-CLAIM
 clone() { pvc "$1" "$2" "$3" "  dataSource: {kind: PersistentVolumeClaim, name: $4}"; }
-# restore NAME CLASS SIZE SNAPSHOT
-restore() { pvc "$1" "$2" "$3" "  dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: $4}"; }
+# restore NAME CLASS SIZE SNAPSHOT [MORE-SPEC-YAML]
+restore() { pvc "$1" "$2" "$3" "  dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: $4}${5:-}"; }
 
-# snapshot NAME DRIVER HANDLE RESTORE-SIZE READY: a pre-provisioned
+# snapshot NAME DRIVER HANDLE RESTORE-SIZE READY [SOURCE-VOLUME-MODE]: a pre-provisioned
 # VolumeSnapshotContent "NAME-content" bound to VolumeSnapshot NAME, with the
 # status the snapshot controller would write (set through /status).
 snapshot() {
-  local name=$1 driver=$2 handle=$3 size=$4 ready=$5 uid
+  local name=$1 driver=$2 handle=$3 size=$4 ready=$5 mode=${6:-} uid
   cat <<EOF | K create -f - >/dev/null || return 1
 apiVersion: snapshot.storage.k8s.io/v1
 kind: VolumeSnapshot
@@ -190,6 +190,7 @@ metadata:
 spec:
   driver: $driver
   deletionPolicy: Retain
+  ${mode:+sourceVolumeMode: $mode}
   source:
     snapshotHandle: $handle
   volumeSnapshotRef:
@@ -285,7 +286,7 @@ provisioner() {
     --worker-threads=4 --retry-interval-start=100ms --retry-interval-max=2s --kube-api-qps=100 \
     --kube-api-burst=200 "$@"
 }
-started() { grep -q 'provisioner started' "$WORK/$1.log" || ! alive "$1"; }
+started() { grep -qs 'provisioner started' "$WORK/$1.log" || ! alive "$1"; }
 ready() {
   if wait_for 30 started "$1" && alive "$1"; then ok "$1 starts"; else bad "$1 starts" "$(tail -n 20 "$WORK/$1.log")"; fi
 }
@@ -342,6 +343,47 @@ check "clone in flight: the clone was made from the source volume" "{\"id\": \"$
   "$(drv "$WORK/drv-full" "byname.get('$C2_PV', {}).get('source')")"
 expect "clone in flight: then the source claim is gone" 20 is_gone pvc src-1
 expect "clone in flight: its PV and volume are deleted (reclaim Delete)" 20 drv_lacks drv-full "$SRC1_PV"
+
+# Two slow clones of one source at once: both are made, and the source can
+# be deleted afterwards (no finalizer is left on it).
+pvc src-3 gold
+expect "two clones: the source becomes Bound" 20 phase_is pvc src-3 Bound
+clone c-3a gold 1Gi src-3
+clone c-3b gold 1Gi src-3
+expect "two clones: the source gets the finalizer" 10 has_fin pvc src-3 "$CLONE_FIN"
+expect "two clones: both become Bound" 20 eval 'phase_is pvc c-3a Bound && phase_is pvc c-3b Bound'
+K delete pvc src-3 --wait=false >/dev/null 2>&1
+expect "two clones: the source can be deleted afterwards" 20 is_gone pvc src-3
+faults "$WORK/drv-full" ""
+# Four clones finishing together (no delay) race to release the source.
+pvc src-5 gold
+expect "four clones: the source becomes Bound" 20 phase_is pvc src-5 Bound
+pids=()
+for i in 1 2 3 4; do
+  clone "c-5-$i" gold 1Gi src-5 &
+  pids+=($!)
+done
+wait "${pids[@]}"
+all_bound() { local i; for i in 1 2 3 4; do phase_is pvc "c-5-$i" Bound || return 1; done; }
+expect "four clones: all become Bound" 20 all_bound
+IN_PROGRESS=external-provisioner.volume.kubernetes.io/provisioning-in-progress
+none_in_progress() { local i; for i in 1 2 3 4; do lacks_fin pvc "c-5-$i" "$IN_PROGRESS" || return 1; done; }
+expect "four clones: none keeps the provisioning-in-progress finalizer" 10 none_in_progress
+K delete pvc src-5 --wait=false >/dev/null 2>&1
+expect "four clones: the source can be deleted afterwards" 20 is_gone pvc src-5
+faults "$WORK/drv-full" '{"CreateVolume": {"delay_ms": 2000}}'
+
+# A clone deleted while its CreateVolume runs: the volume is cleaned up and
+# the source released.
+pvc src-4 gold
+expect "deleted clone: the source becomes Bound" 20 phase_is pvc src-4 Bound
+clone c-4 gold 1Gi src-4
+expect "deleted clone: the source gets the finalizer" 10 has_fin pvc src-4 "$CLONE_FIN"
+C4_PV="pvc-$(uid_of pvc c-4)"
+K delete pvc c-4 --wait=false >/dev/null 2>&1
+expect "deleted clone: the claim goes once CreateVolume answered" 20 is_gone pvc c-4
+expect "deleted clone: no volume is left for it" 20 drv_lacks drv-full "$C4_PV"
+expect "deleted clone: the source's finalizer is removed" 10 lacks_fin pvc src-4 "$CLONE_FIN"
 faults "$WORK/drv-full" ""
 
 # Another class of the same driver: allowed (upstream since v3.2, #699).
@@ -350,9 +392,10 @@ expect "clone: a 2Gi source becomes Bound" 20 phase_is pvc src-2 Bound
 SRC2_VOL=$(vol_id drv-full "$(jp pvc src-2 '{.spec.volumeName}')")
 clone c-silver silver 3Gi src-2
 expect "clone into another class of the same driver becomes Bound" 20 phase_is pvc c-silver Bound
+SILVER_PV=$(jp pvc c-silver '{.spec.volumeName}')
 check "clone into another class: 3 GiB from the source volume, PV class silver" \
   "[\"3221225472\", {\"id\": \"$SRC2_VOL\", \"type\": \"volume\"}] silver" \
-  "$(drv "$WORK/drv-full" "[str(byname.get('$(jp pvc c-silver '{.spec.volumeName}')', {}).get('capacity_bytes')), byname.get('$(jp pvc c-silver '{.spec.volumeName}')', {}).get('source')]") $(jp pv "$(jp pvc c-silver '{.spec.volumeName}')" '{.spec.storageClassName}')"
+  "$(drv "$WORK/drv-full" "[str(byname.get('$SILVER_PV', {}).get('capacity_bytes')), byname.get('$SILVER_PV', {}).get('source')]") $(jp pv "$SILVER_PV" '{.spec.storageClassName}')"
 
 # Refused clones: upstream's messages, the claim stays Pending and unprovisioned.
 clone c-missing gold 1Gi nope
@@ -436,11 +479,50 @@ check "refused restores stay Pending with no volume" \
 check "refused restores put no finalizer on their snapshots" "true true true true" \
   "$(for s in vs-notready vs-foreign vs-big vs-1; do lacks_fin volumesnapshot "$s" "$SNAP_FIN" && echo -n "true " || echo -n "false "; done | sed 's/ $//')"
 
+# A snapshot being deleted (held by someone else's finalizer) is no source.
+snapshot vs-dying hostpath.csi.example.com "$SNAP1" 1073741824 true
+K patch volumesnapshot vs-dying -n "$NS" --type=merge -p '{"metadata": {"finalizers": ["example.com/hold"]}}' >/dev/null
+K delete volumesnapshot vs-dying -n "$NS" --wait=false >/dev/null 2>&1
+restore r-dying gold 1Gi vs-dying
+expect "restore from a snapshot being deleted: ProvisioningFailed" 20 has_event r-dying \
+  $'ProvisioningFailed\t'"$HANDLE_VS"' vs-dying: snapshot vs-dying is being deleted'
+check "restore from a snapshot being deleted: Pending, no volume, no finalizer added" "Pending||false false" \
+  "$(pending_unprovisioned r-dying drv-full) $(has_fin volumesnapshot vs-dying "$SNAP_FIN" && echo true || echo false)"
+K patch volumesnapshot vs-dying -n "$NS" --type=json -p '[{"op": "remove", "path": "/metadata/finalizers"}]' >/dev/null
+K delete pvc r-dying --wait=false >/dev/null 2>&1
+
+# Volume mode conversion needs the content's permission.
+snapshot vs-fs hostpath.csi.example.com "$SNAP1" 1073741824 true Filesystem
+restore r-block gold 1Gi vs-fs $'\n  volumeMode: Block'
+expect "restore changing the volume mode without permission: ProvisioningFailed" 20 has_event r-block \
+  $'ProvisioningFailed\t'"$HANDLE_VS"' vs-fs: requested volume default/r-block modifies the mode of the source volume but does not have permission to do so. snapshot.storage.k8s.io/allow-volume-mode-change annotation is not present on snapshotcontent vs-fs-content'
+K annotate volumesnapshotcontent vs-fs-content snapshot.storage.k8s.io/allow-volume-mode-change=true >/dev/null
+expect "restore changing the volume mode: Bound once the content allows it" 20 phase_is pvc r-block Bound
+check "restore changing the volume mode: a block volume from the snapshot" "[\"block\", {\"id\": \"$SNAP1\", \"type\": \"snapshot\"}]" \
+  "$(drv "$WORK/drv-full" "[byname.get('$(jp pvc r-block '{.spec.volumeName}')', {}).get(k) for k in ('access_type', 'source')]")"
+
 # Once the snapshot is ready the waiting claim is restored.
 K patch volumesnapshot vs-notready -n "$NS" --subresource=status --type=merge -p '{"status": {"readyToUse": true}}' >/dev/null
 expect "restore: the claim waiting for a not-ready snapshot becomes Bound once it is ready" 20 phase_is pvc r-notready Bound
 check "restore: and its volume comes from the snapshot" "{\"id\": \"$SNAP1\", \"type\": \"snapshot\"}" \
   "$(drv "$WORK/drv-full" "byname.get('$(jp pvc r-notready '{.spec.volumeName}')', {}).get('source')")"
+
+# A restore deleted while CreateVolume keeps failing: the snapshot stays
+# protected until the driver answers and the repeated volume is deleted.
+faults "$WORK/drv-full" '{"CreateVolume": {"fail": {"count": 1000, "code": "UNAVAILABLE", "message": "backend down"}}}'
+restore r-gone gold 1Gi vs-notready
+GONE_PV="pvc-$(uid_of pvc r-gone)"
+expect "restore, CreateVolume failing: ProvisioningFailed" 20 has_event r-gone $'ProvisioningFailed\trpc error: code = Unavailable desc = backend down'
+check "restore, CreateVolume failing: the snapshot is protected" true \
+  "$(has_fin volumesnapshot vs-notready "$SNAP_FIN" && echo true || echo false)"
+K delete pvc r-gone --wait=false >/dev/null 2>&1
+sleep 1.5
+check "restore deleted while CreateVolume fails: claim held, snapshot still protected (sweeper included)" "true true" \
+  "$([ -n "$(jp pvc r-gone '{.metadata.deletionTimestamp}')" ] && echo true || echo false) $(has_fin volumesnapshot vs-notready "$SNAP_FIN" && echo true || echo false)"
+faults "$WORK/drv-full" ""
+expect "restore deleted: once the driver answers the claim is gone" 20 is_gone pvc r-gone
+expect "restore deleted: no volume is left for it" 10 drv_lacks drv-full "$GONE_PV"
+expect "restore deleted: the snapshot's finalizer is released" 10 lacks_fin volumesnapshot vs-notready "$SNAP_FIN"
 
 # ---- the orphan sweeper -------------------------------------------------------------------------
 
@@ -465,9 +547,19 @@ expect "sweeper: the snapshot can then be deleted" 10 is_gone volumesnapshot vs-
 
 K delete pvc --all -n "$NS" --wait=false >/dev/null 2>&1
 no_volumes() { [ "$(drv "$WORK/drv-full" 'len(vols)')/$(drv "$WORK/drv-plain" 'len(vols)')" = 0/0 ]; }
-expect "every claim deleted: the drivers hold no volume" 30 no_volumes
+if wait_for 30 no_volumes; then
+  ok "every claim deleted: the drivers hold no volume"
+else
+  bad "every claim deleted: the drivers hold no volume" \
+    "$(drv "$WORK/drv-full" '[v["name"] for v in vols]') $(drv "$WORK/drv-plain" '[v["name"] for v in vols]')"
+fi
 no_claims() { [ -z "$(K get pvc -n "$NS" -o name 2>&1)" ]; }
-expect "and no claim is left (no finalizer holds one)" 20 no_claims
+if wait_for 20 no_claims; then
+  ok "and no claim is left (no finalizer holds one)"
+else
+  bad "and no claim is left (no finalizer holds one)" \
+    "$(K get pvc -n "$NS" -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.finalizers} {.spec.volumeName}{"\n"}{end}' 2>&1)"
+fi
 if out=$("$CSI_CALL" "unix://$WORK/drv-full/csi.sock" delete-snapshot "$SNAP1" 2>&1); then
   check "csi_call delete-snapshot removes the driver's snapshot" 0 "$(drv "$WORK/drv-full" "len(s.get('snapshots', []))")"
 else
