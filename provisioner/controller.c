@@ -696,22 +696,26 @@ static void check_use(void *ud, json_object *pvc)
 /*
  * Drops a source's protection finalizer once no claim that is still being
  * provisioned from it remains (the cloning-protection controller, and the
- * orphan sweep for snapshots).
+ * orphan sweep for snapshots). -EBUSY while a claim still uses it.
  */
-static void release_source(prov_ctrl *c, const char *ns, const char *kind, const char *name,
-                           const char *except)
+static int release_source(prov_ctrl *c, const char *ns, const char *kind, const char *name,
+                          const char *except)
 {
     struct pending_use u = {ns, kind, name, except, false};
     kube_informer_each(c->pvcs, check_use, &u);
     if (u.used)
-        return;
+        return -EBUSY;
     bool clone = strcmp(kind, "PersistentVolumeClaim") == 0;
     char *path = kube_path(clone ? &KUBE_PVC : &KUBE_VOLUMESNAPSHOT, ns, name, NULL);
     kube_resp r = {0};
-    if (kube_get(c->o.kube, path, &r) == 0)
-        remove_finalizer(c, path, r.body, clone ? CLONE_FINALIZER : SNAPSHOT_FINALIZER);
+    int rc = kube_get(c->o.kube, path, &r);
+    if (rc == 0)
+        rc = remove_finalizer(c, path, r.body, clone ? CLONE_FINALIZER : SNAPSHOT_FINALIZER);
+    else if (kube_is_not_found(&r))
+        rc = 0;
     kube_resp_clear(&r);
     free(path);
+    return rc;
 }
 
 /*
@@ -996,6 +1000,15 @@ static int sync_claim(prov_ctrl *c, const char *key)
     int rc = 0;
     char *path = pvc_path(pvc);
     char *volname = NULL;
+    /* Cloning protection: a clone source being deleted loses our finalizer
+     * once no claim is still being cloned from it (retried with backoff
+     * until then). Besides our own leftovers, upstream leaves the finalizer
+     * on every clone source until it is deleted. */
+    int protect = 0;
+    if (c->cfg.clone_volume && meta(pvc, "deletionTimestamp") &&
+        finalizer_index(pvc, CLONE_FINALIZER) >= 0)
+        protect = release_source(c, meta(pvc, "namespace"), "PersistentVolumeClaim",
+                                 meta(pvc, "name"), NULL);
     /* Every driver's provisioner uses the same finalizer name: it is ours
      * only on a claim that asks for our driver. */
     bool ours = finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0 && should_provision(c, pvc);
@@ -1046,6 +1059,8 @@ static int sync_claim(prov_ctrl *c, const char *key)
     }
     rc = provision(c, pvc, path, volname);
 out:
+    if (rc == 0 && protect < 0)
+        rc = protect;
     free(volname);
     free(path);
     json_object_put(pvc);
