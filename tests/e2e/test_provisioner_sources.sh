@@ -419,6 +419,23 @@ check "refused clones stay Pending with no volume" \
 check "refused clones leave no protection finalizer on their sources" "true true" \
   "$(lacks_fin pvc src-2 "$CLONE_FIN" && echo true || echo false) $(lacks_fin pvc plain-1 "$CLONE_FIN" && echo true || echo false)"
 
+# A source carrying the cloning-protection finalizer from before (upstream
+# leaves it on every clone source until the source is deleted): deleting it
+# waits for the claims still being cloned from it, then the finalizer goes
+# (upstream's cloning-protection controller).
+pvc legacy gold 2Gi
+expect "legacy source: Bound" 20 phase_is pvc legacy Bound
+K patch pvc legacy --type=merge -p "{\"metadata\": {\"finalizers\": [\"$CLONE_FIN\"]}}" >/dev/null
+clone c-legacy gold 1Gi legacy
+expect "legacy source: a clone of it is refused (too small) and stays Pending" 20 has_event c-legacy \
+  $'ProvisioningFailed\t'"$HANDLE_PVC"' legacy: error, new PVC request must be greater than or equal in size'
+K delete pvc legacy --wait=false >/dev/null 2>&1
+sleep 1
+check "legacy source: deleted, it is held while a clone of it is Pending" "true true" \
+  "$([ -n "$(jp pvc legacy '{.metadata.deletionTimestamp}')" ] && echo true || echo false) $(has_fin pvc legacy "$CLONE_FIN" && echo true || echo false)"
+K delete pvc c-legacy --wait=false >/dev/null 2>&1
+expect "legacy source: once no clone is Pending the finalizer goes and so does the claim" 20 is_gone pvc legacy
+
 # ---- snapshot restores ------------------------------------------------------------------------
 
 pvc snap-src gold 1Gi
