@@ -458,63 +458,150 @@ static json_object *cached_or_get(prov_ctrl *c, kube_informer *inf, const kube_r
     return obj;
 }
 
-/* A clone: the source claim, bound, same class, handled by our driver. */
+/* Both set and equal. */
+static bool streq(const char *a, const char *b)
+{
+    return a && b && strcmp(a, b) == 0;
+}
+
+/* Upstream's answer for every problem with the source PV of a clone (the
+ * details only go to the log). */
+#define CLONE_PV_INVALID "claim in dataSource not bound or invalid"
+
+/* spec.volumeMode, "Filesystem" when not set. */
+static const char *volume_mode(const json_object *o)
+{
+    const char *m = jstr(jget(o, "spec"), "volumeMode");
+    return m && *m ? m : "Filesystem";
+}
+
+/*
+ * A clone (getPVCSource): the source claim bound and not being deleted
+ * (unless it still carries our finalizer: a clone of it was started before
+ * the deletion and must be able to finish), both claims with a class, the
+ * request at least the source's, the source PV ours and bound to it, equal
+ * volume modes. Another class of the same driver is allowed (upstream since
+ * v3.2).
+ */
 static int resolve_clone(prov_ctrl *c, const json_object *pvc, const char *name, struct source *src)
 {
     const char *ns = meta(pvc, "namespace");
     json_object *spvc = cached_or_get(c, c->pvcs, &KUBE_PVC, ns, name);
     if (!spvc)
         return util_err_set(-ENOENT,
-                            "error getting handle for DataSource Type PersistentVolumeClaim by "
-                            "Name %s: error getting PVC %s (namespace \"%s\") from api server: "
-                            "persistentvolumeclaims \"%s\" not found",
-                            name, name, ns, name);
+                            "error getting PVC %s (namespace \"%s\") from api server: "
+                            "persistentvolumeclaim \"%s\" not found",
+                            name, ns, name);
+    json_object *pv = NULL;
     const char *vol = jstr(jget(spvc, "spec"), "volumeName");
-    const char *want_class = prov_pvc_class(pvc), *src_class = prov_pvc_class(spvc);
-    int rc = 0;
-    if (!vol || !*vol) {
-        rc = util_err_set(-EAGAIN, "the PVC DataSource %s is not bound", name);
-    } else if (!want_class || !src_class || strcmp(want_class, src_class) != 0) {
-        rc = util_err_set(-EINVAL,
-                          "the source PVC and destination PVCs must be in the same "
-                          "storage class for cloning.  Source is in %s, but new PVC is in "
-                          "%s",
-                          src_class ? src_class : "", want_class ? want_class : "");
-    }
-    json_object *pv = rc == 0 ? cached_or_get(c, c->pvs, &KUBE_PV, NULL, vol) : NULL;
-    if (rc == 0 && !pv)
-        rc = util_err_set(-EAGAIN, "error getting PV %s from api server", vol);
-    const char *driver = pv ? jstr(jget(jget(pv, "spec"), "csi"), "driver") : NULL;
-    if (rc == 0 && (!driver || strcmp(driver, c->cfg.driver_name) != 0))
-        rc = util_err_set(-EINVAL, "the source PVC and destination PVCs must be handled by the "
-                                   "same driver for cloning");
-    int64_t want = 0;
+    int64_t want = 0, have = 0;
     prov_pvc_request_bytes(pvc, &want);
-    int64_t have = pv ? quantity_of(jget(jget(jget(pv, "spec"), "capacity"), "storage")) : 0;
-    if (rc == 0 && want < have)
+    prov_pvc_request_bytes(spvc, &have);
+    int rc = 0;
+    /* (the cache keeps no status: a claim is bound once it names its PV) */
+    if (!vol || !*vol)
+        rc = util_err_set(-EAGAIN, "the PVC DataSource %s must have a status of Bound", name);
+    else if (meta(spvc, "deletionTimestamp") && finalizer_index(spvc, CLONE_FINALIZER) < 0)
+        rc = util_err_set(-EAGAIN, "the PVC DataSource %s is currently being deleted", name);
+    else if (!jstr(jget(spvc, "spec"), "storageClassName"))
+        rc = util_err_set(-EINVAL, "the source PVC (%s) storageclass cannot be empty", name);
+    else if (!jstr(jget(pvc, "spec"), "storageClassName"))
+        rc = util_err_set(-EINVAL, "the requested PVC (%s) storageclass cannot be empty",
+                          meta(pvc, "name"));
+    else if (want < have)
         rc = util_err_set(-EINVAL,
-                          "error, new PVC request must be greater than or equal in size "
-                          "to the specified PVC data source, requested %lld but source "
-                          "is %lld",
+                          "error, new PVC request must be greater than or equal in size to the "
+                          "specified PVC data source, requested %lld but source is %lld",
                           (long long)want, (long long)have);
-    if (rc == 0) {
-        src->kind = PROV_SOURCE_VOLUME;
-        src->id = util_strdup(jstr(jget(jget(pv, "spec"), "csi"), "volumeHandle"));
-        src->path = kube_path(&KUBE_PVC, ns, name, NULL);
-        src->obj = json_object_get(spvc);
+    if (rc < 0)
+        goto out;
+    pv = cached_or_get(c, c->pvs, &KUBE_PV, NULL, vol);
+    json_object *csi = jget(jget(pv, "spec"), "csi");
+    json_object *ref = jget(jget(pv, "spec"), "claimRef");
+    const char *driver = jstr(csi, "driver"), *phase = jstr(jget(pv, "status"), "phase");
+    const char *why = NULL;
+    if (!pv)
+        why = "does not exist";
+    else if (!csi || !jstr(csi, "volumeHandle"))
+        why = "is not a CSI volume";
+    else if (!streq(driver, c->cfg.driver_name))
+        why = "is handled by another driver";
+    else if (!streq(jstr(ref, "uid"), meta(spvc, "uid")) || !streq(jstr(ref, "namespace"), ns) ||
+             !streq(jstr(ref, "name"), name))
+        why = "is not bound to that claim";
+    else if (!streq(phase, "Bound"))
+        why = "is not Bound";
+    if (why) {
+        obs_warn("the source volume %s of claim %s/%s %s", vol, ns, name, why);
+        rc = util_err_set(-EAGAIN, CLONE_PV_INVALID);
+        goto out;
     }
+    const char *want_mode = volume_mode(pvc), *src_mode = volume_mode(pv);
+    if (strcmp(want_mode, src_mode) != 0) {
+        rc = util_err_set(-EINVAL,
+                          "the source PVC and destination PVCs must have the same volume mode "
+                          "for cloning.  Source is %s, but new PVC requested %s",
+                          src_mode, want_mode);
+        goto out;
+    }
+    src->kind = PROV_SOURCE_VOLUME;
+    src->id = util_strdup(jstr(csi, "volumeHandle"));
+    src->path = kube_path(&KUBE_PVC, ns, name, NULL);
+    src->obj = json_object_get(spvc);
+out:
     json_object_put(pv);
     json_object_put(spvc);
     return rc;
 }
 
-/* A restore: a ready VolumeSnapshot whose content belongs to our driver. */
+/* strconv.ParseBool: 1 true, 0 false, -1 not a boolean. */
+static int parse_bool(const char *s)
+{
+    static const char *const yes[] = {"1", "t", "T", "TRUE", "true", "True"};
+    static const char *const no[] = {"0", "f", "F", "FALSE", "false", "False"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcmp(s, yes[i]) == 0)
+            return 1;
+        if (strcmp(s, no[i]) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* Whether the content belongs to this snapshot and to our driver. */
+static bool content_matches(prov_ctrl *c, const json_object *vs, const json_object *vsc)
+{
+    json_object *ref = jget(jget(vsc, "spec"), "volumeSnapshotRef");
+    const char *driver = jstr(jget(vsc, "spec"), "driver");
+    if (!streq(jstr(ref, "uid"), meta(vs, "uid")) ||
+        !streq(jstr(ref, "namespace"), meta(vs, "namespace")) ||
+        !streq(jstr(ref, "name"), meta(vs, "name"))) {
+        obs_warn("snapshotcontent %s for snapshot %s/%s is bound to a different snapshot",
+                 meta(vsc, "name"), meta(vs, "namespace"), meta(vs, "name"));
+        return false;
+    }
+    if (!streq(driver, c->cfg.driver_name)) {
+        obs_warn("snapshotcontent %s for snapshot %s/%s is handled by driver %s, not %s",
+                 meta(vsc, "name"), meta(vs, "namespace"), meta(vs, "name"), driver ? driver : "",
+                 c->cfg.driver_name);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * A restore (getSnapshotSource), in upstream's order: the snapshot not being
+ * deleted (unless our finalizer is still on it), bound to a content that
+ * names it and belongs to our driver (all "not bound" otherwise), ready, with
+ * a handle, a restore size within the request, and no volume mode change
+ * without the content's permission.
+ */
 static int resolve_snapshot(prov_ctrl *c, const json_object *pvc, const char *name,
                             struct source *src)
 {
     const char *ns = meta(pvc, "namespace");
     char *path = kube_path(&KUBE_VOLUMESNAPSHOT, ns, name, NULL);
-    kube_resp r = {0};
+    kube_resp r = {0}, cr = {0};
     int rc = kube_get(c->o.kube, path, &r);
     if (rc < 0) {
         rc =
@@ -522,80 +609,121 @@ static int resolve_snapshot(prov_ctrl *c, const json_object *pvc, const char *na
         goto out;
     }
     json_object *st = jget(r.body, "status");
-    json_object *ready = jget(st, "readyToUse");
     const char *content = jstr(st, "boundVolumeSnapshotContentName");
-    if (!ready || !json_object_get_boolean(ready) || !content) {
-        rc = util_err_set(-EAGAIN, "snapshot %s is not Ready", name);
+    if (meta(r.body, "deletionTimestamp") && finalizer_index(r.body, SNAPSHOT_FINALIZER) < 0) {
+        rc = util_err_set(-EAGAIN, "snapshot %s is being deleted", name);
         goto out;
     }
-    int64_t want = 0, restore = quantity_of(jget(st, "restoreSize"));
-    prov_pvc_request_bytes(pvc, &want);
-    if (restore > 0 && want < restore) {
-        rc = util_err_set(-EINVAL,
-                          "requested volume size %lld is less than the size %lld for the "
-                          "source snapshot %s",
-                          (long long)want, (long long)restore, name);
+    if (!content) {
+        rc = util_err_set(-EAGAIN, "snapshot %s not bound", name);
         goto out;
     }
     char *cpath = kube_path(&KUBE_VOLUMESNAPSHOTCONTENT, NULL, content, NULL);
-    kube_resp cr = {0};
     rc = kube_get(c->o.kube, cpath, &cr);
     free(cpath);
-    if (rc < 0) {
-        rc = util_err_set(-EAGAIN, "error getting snapshot content %s: %s", content, cr.message);
-        kube_resp_clear(&cr);
+    if (rc < 0)
+        obs_warn("error getting snapshotcontent %s for snapshot %s/%s from api server: %s", content,
+                 ns, name, cr.message);
+    if (rc < 0 || !content_matches(c, r.body, cr.body)) {
+        rc = util_err_set(-EAGAIN, "snapshot %s not bound", name);
         goto out;
     }
-    const char *driver = jstr(jget(cr.body, "spec"), "driver");
+    json_object *ready = jget(st, "readyToUse");
+    if (!ready || !json_object_get_boolean(ready)) {
+        rc = util_err_set(-EAGAIN, "snapshot %s is not Ready", name);
+        goto out;
+    }
     const char *handle = jstr(jget(cr.body, "status"), "snapshotHandle");
+    if (!handle) {
+        rc = util_err_set(-EAGAIN, "snapshot handle %s is not available", name);
+        goto out;
+    }
+    if (jget(st, "restoreSize")) {
+        int64_t want = 0, restore = quantity_of(jget(st, "restoreSize"));
+        prov_pvc_request_bytes(pvc, &want);
+        if (want < restore) {
+            rc = util_err_set(-EINVAL,
+                              "requested volume size %lld is less than the size %lld for the "
+                              "source snapshot %s",
+                              (long long)want, (long long)restore, name);
+            goto out;
+        }
+    }
     const char *src_mode = jstr(jget(cr.body, "spec"), "sourceVolumeMode");
     const char *mode = jstr(jget(pvc, "spec"), "volumeMode");
-    const char *allow = annotation(cr.body, ANN_ALLOW_MODE_CHANGE);
-    if (!driver || strcmp(driver, c->cfg.driver_name) != 0)
-        rc = util_err_set(-EINVAL,
-                          "driver name %s defined in content %s does not match the "
-                          "driver %s",
-                          driver ? driver : "", content, c->cfg.driver_name);
-    else if (!handle)
-        rc = util_err_set(-EAGAIN, "snapshot handle %s is not available", content);
-    else if (c->o.prevent_volume_mode_conversion && src_mode &&
-             strcmp(src_mode, mode ? mode : "Filesystem") != 0 &&
-             !(allow && strcmp(allow, "true") == 0))
-        rc = util_err_set(-EINVAL,
-                          "requested volume %s/%s modifies the mode of the source "
-                          "volume but does not have permission to do so. %s annotation "
-                          "is not present on snapshotcontent %s",
-                          ns, meta(pvc, "name"), ANN_ALLOW_MODE_CHANGE, content);
-    if (rc == 0) {
-        src->kind = PROV_SOURCE_SNAPSHOT;
-        src->id = util_strdup(handle);
-        src->path = path;
-        path = NULL;
-        src->obj = json_object_get(r.body);
+    if (c->o.prevent_volume_mode_conversion && src_mode && mode && strcmp(src_mode, mode) != 0) {
+        const char *allow = annotation(cr.body, ANN_ALLOW_MODE_CHANGE);
+        int yes = allow ? parse_bool(allow) : 0;
+        if (!allow)
+            rc = util_err_set(-EINVAL,
+                              "requested volume %s/%s modifies the mode of the source volume but "
+                              "does not have permission to do so. %s annotation is not present "
+                              "on snapshotcontent %s",
+                              ns, meta(pvc, "name"), ANN_ALLOW_MODE_CHANGE, content);
+        else if (yes < 0)
+            rc = util_err_set(-EINVAL,
+                              "requested volume %s/%s modifies the mode of the source volume but "
+                              "does not have permission to do so. failed to convert %s "
+                              "annotation value to boolean with error: strconv.ParseBool: "
+                              "parsing \"%s\": invalid syntax",
+                              ns, meta(pvc, "name"), ANN_ALLOW_MODE_CHANGE, allow);
+        else if (yes == 0)
+            rc = util_err_set(-EINVAL,
+                              "requested volume %s/%s modifies the mode of the source volume but "
+                              "does not have permission to do so. %s is set to false on "
+                              "snapshotcontent %s",
+                              ns, meta(pvc, "name"), ANN_ALLOW_MODE_CHANGE, content);
+        if (rc < 0)
+            goto out;
     }
-    kube_resp_clear(&cr);
+    src->kind = PROV_SOURCE_SNAPSHOT;
+    src->id = util_strdup(handle);
+    src->path = path;
+    path = NULL;
+    src->obj = json_object_get(r.body);
 out:
+    kube_resp_clear(&cr);
     kube_resp_clear(&r);
     free(path);
     return rc;
 }
 
-/* 0 with src filled (kind NONE without a source); 1: not ours (a populator's). */
+/* The kind of source the claim asks us for (NONE also for a populator's). */
+static prov_source_kind source_kind(const json_object *pvc)
+{
+    json_object *ds = data_source(pvc);
+    const char *kind = jstr(ds, "kind"), *group = jstr(ds, "apiGroup");
+    if (!kind || !jstr(ds, "name"))
+        return PROV_SOURCE_NONE;
+    if (strcmp(kind, "PersistentVolumeClaim") == 0 && (!group || !*group))
+        return PROV_SOURCE_VOLUME;
+    if (strcmp(kind, "VolumeSnapshot") == 0 && group &&
+        strcmp(group, "snapshot.storage.k8s.io") == 0)
+        return PROV_SOURCE_SNAPSHOT;
+    return PROV_SOURCE_NONE;
+}
+
+/* 0 with src filled (kind NONE without a source); 1: not ours (a populator's).
+ * Errors carry upstream's "error getting handle for DataSource ..." prefix. */
 static int resolve_source(prov_ctrl *c, const json_object *pvc, struct source *src)
 {
     memset(src, 0, sizeof(*src));
     json_object *ds = data_source(pvc);
-    if (!ds)
-        return 0;
-    const char *kind = jstr(ds, "kind"), *group = jstr(ds, "apiGroup"), *name = jstr(ds, "name");
+    const char *kind = jstr(ds, "kind"), *name = jstr(ds, "name");
     if (!kind || !name)
         return 0;
-    if (strcmp(kind, "PersistentVolumeClaim") == 0 && (!group || !*group))
-        return resolve_clone(c, pvc, name, src);
-    if (strcmp(kind, "VolumeSnapshot") == 0 && group &&
-        strcmp(group, "snapshot.storage.k8s.io") == 0)
-        return resolve_snapshot(c, pvc, name, src);
-    return 1;
+    prov_source_kind k = source_kind(pvc);
+    if (k == PROV_SOURCE_NONE)
+        return 1;
+    int rc = k == PROV_SOURCE_VOLUME ? resolve_clone(c, pvc, name, src)
+                                     : resolve_snapshot(c, pvc, name, src);
+    if (rc < 0) {
+        char *why = util_strdup(util_err_last());
+        rc = util_err_set(rc, "error getting handle for DataSource Type %s by Name %s: %s", kind,
+                          name, why);
+        free(why);
+    }
+    return rc;
 }
 
 struct pending_use {
@@ -621,22 +749,26 @@ static void check_use(void *ud, json_object *pvc)
 /*
  * Drops a source's protection finalizer once no claim that is still being
  * provisioned from it remains (the cloning-protection controller, and the
- * orphan sweep for snapshots).
+ * orphan sweep for snapshots). -EBUSY while a claim still uses it.
  */
-static void release_source(prov_ctrl *c, const char *ns, const char *kind, const char *name,
-                           const char *except)
+static int release_source(prov_ctrl *c, const char *ns, const char *kind, const char *name,
+                          const char *except)
 {
     struct pending_use u = {ns, kind, name, except, false};
     kube_informer_each(c->pvcs, check_use, &u);
     if (u.used)
-        return;
+        return -EBUSY;
     bool clone = strcmp(kind, "PersistentVolumeClaim") == 0;
     char *path = kube_path(clone ? &KUBE_PVC : &KUBE_VOLUMESNAPSHOT, ns, name, NULL);
     kube_resp r = {0};
-    if (kube_get(c->o.kube, path, &r) == 0)
-        remove_finalizer(c, path, r.body, clone ? CLONE_FINALIZER : SNAPSHOT_FINALIZER);
+    int rc = kube_get(c->o.kube, path, &r);
+    if (rc == 0)
+        rc = remove_finalizer(c, path, r.body, clone ? CLONE_FINALIZER : SNAPSHOT_FINALIZER);
+    else if (kube_is_not_found(&r))
+        rc = 0;
     kube_resp_clear(&r);
     free(path);
+    return rc;
 }
 
 /*
@@ -752,8 +884,13 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
     Csi__V1__CreateVolumeRequest *req = NULL;
     prov_secret_refs refs = {0};
     prov_state state = PROV_FINAL;
-    struct source src;
-    int rc = resolve_source(c, pvc, &src);
+    /* A driver that cannot use the source fails before the source is
+     * looked at or protected (upstream checks capabilities first): a
+     * finalizer added here would never be released. */
+    struct source src = {PROV_SOURCE_NONE, NULL, NULL, NULL};
+    int rc = prov_check_capabilities(&c->cfg, source_kind(pvc), false);
+    if (rc == 0)
+        rc = resolve_source(c, pvc, &src);
     if (rc == 1) {
         /* Another kind of source: a volume populator's job, not ours. */
         kube_event(c->o.recorder, pvc, "Normal", "Provisioning",
@@ -1204,6 +1341,15 @@ static int sync_claim(prov_ctrl *c, const char *key)
     int rc = 0;
     char *path = pvc_path(pvc);
     char *volname = NULL;
+    /* Cloning protection: a clone source being deleted loses our finalizer
+     * once no claim is still being cloned from it (retried with backoff
+     * until then). Besides our own leftovers, upstream leaves the finalizer
+     * on every clone source until it is deleted. */
+    int protect = 0;
+    if (c->cfg.clone_volume && meta(pvc, "deletionTimestamp") &&
+        finalizer_index(pvc, CLONE_FINALIZER) >= 0)
+        protect = release_source(c, meta(pvc, "namespace"), "PersistentVolumeClaim",
+                                 meta(pvc, "name"), NULL);
     /* Every driver's provisioner uses the same finalizer name: it is ours
      * only on a claim that asks for our driver (and, in node mode, that
      * selects our node). */
@@ -1265,6 +1411,8 @@ static int sync_claim(prov_ctrl *c, const char *key)
     }
     rc = provision(c, pvc, path, volname);
 out:
+    if (rc == 0 && protect < 0)
+        rc = protect;
     free(volname);
     free(path);
     json_object_put(pvc);
@@ -1513,7 +1661,7 @@ static void free_key(struct lh_entry *e)
 static void free_key_value(struct lh_entry *e)
 {
     free(lh_entry_k(e));
-    free(lh_entry_v(e));
+    free((void *)lh_entry_v(e));
 }
 
 /* json_object_object_del asserts on anything but an object: objects without
