@@ -282,12 +282,12 @@ static void setup_capacity(sidecar *s, const struct flags *fl, const csi_caps *c
         obs_warn("--enable-capacity: the driver does not report GET_CAPACITY; its GetCapacity "
                  "calls will fail and no CSIStorageCapacity gets written");
     r->capacity = true;
-    r->cap_cfg = (prov_cap_config){.driver_name = r->cfg.driver_name,
-                                   .managed_by = r->cap_managed_by ? r->cap_managed_by
-                                                                   : PROV_CAP_MANAGED_BY,
-                                   .namespace = ns,
-                                   .owner = *owner,
-                                   .immediate_binding = fl->capacity_for_immediate_binding};
+    r->cap_cfg =
+        (prov_cap_config){.driver_name = r->cfg.driver_name,
+                          .managed_by = r->cap_managed_by ? r->cap_managed_by : PROV_CAP_MANAGED_BY,
+                          .namespace = ns,
+                          .owner = *owner,
+                          .immediate_binding = fl->capacity_for_immediate_binding};
     r->cap_opts = (prov_cap_opts){.csi = sidecar_csi(s),
                                   .kube = *client,
                                   .metrics = sidecar_metrics(s),

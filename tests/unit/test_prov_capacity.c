@@ -666,7 +666,10 @@ static void test_fixed_segment_table(void **state)
     } rows[] = {
         {"no accessible_topology: the empty segment", {NULL}, true, 0, ""},
         {"a topology without segments: the empty segment", {NULL}, false, 0, ""},
-        {"the node's one key", {"topology.example.com/node=node-2", NULL}, false, 0,
+        {"the node's one key",
+         {"topology.example.com/node=node-2", NULL},
+         false,
+         0,
          "topology.example.com/node=node-2"},
         {"several keys: sorted by key", {"zone=z1", "rack=r7", NULL}, false, 0, "rack=r7,zone=z1"},
         {"a repeated key: the last entry wins, as in a protobuf map",
@@ -715,8 +718,8 @@ static void test_fixed_segment_items_and_objects(void **state)
     const char *const segs[] = {seg};
     char **keys = NULL;
     size_t n = 0;
-    assert_int_equal(prov_cap_items(&cc, segs, 1, (const json_object *const *)classes, 3, &keys, &n),
-                     0);
+    assert_int_equal(
+        prov_cap_items(&cc, segs, 1, (const json_object *const *)classes, 3, &keys, &n), 0);
     assert_int_equal(n, 2);
     assert_string_equal(keys[0], "fast/zone=n2");
     assert_string_equal(keys[1], "slow/zone=n2");
@@ -733,9 +736,10 @@ static void test_fixed_segment_items_and_objects(void **state)
                                    (const json_object *const *)ex, 4, &steps, &ns),
                      0);
     char *got = steps_text(steps, ns);
-    expect_str("node-2 keeps its object, creates the missing one, deletes only its own obsolete one",
-               "steps", got,
-               "keep fast/zone=n2 csisc-mine; create slow/zone=n2; delete fast/zone=n9 csisc-old");
+    expect_str(
+        "node-2 keeps its object, creates the missing one, deletes only its own obsolete one",
+        "steps", got,
+        "keep fast/zone=n2 csisc-mine; create slow/zone=n2; delete fast/zone=n9 csisc-old");
     free(got);
     prov_cap_steps_free(steps, ns);
 
