@@ -5,7 +5,8 @@
  *
  * Data: the segment set is a sorted array of canonical segment strings,
  * rebuilt from the CSINode and Node caches whenever one of them changes in a
- * way that matters (a Node's labels, our CSINode entry). Existing objects
+ * way that matters (a Node's labels, our CSINode entry); in node mode it is
+ * this node's segment alone, fixed at start. Existing objects
  * live in a label-selected informer with an index by work item key
  * (prov_cap_object_key), so one item's objects are one index lookup.
  *
@@ -218,9 +219,9 @@ static int sync_topology(prov_cap *c)
 {
     char **segs = NULL;
     size_t n = 0;
-    if (!c->o.topology) {
+    if (c->o.fixed_segment || !c->o.topology) {
         segs = util_calloc(2, sizeof(*segs));
-        segs[n++] = util_strdup("");
+        segs[n++] = util_strdup(c->o.fixed_segment ? c->o.fixed_segment : "");
     } else {
         struct seg_build b = {c, lh_kchar_table_new(256, free_key)};
         kube_informer_each(c->csinodes, add_node_segment, &b);
@@ -767,7 +768,9 @@ int prov_cap_start(const prov_cap_opts *opts, const prov_cap_config *cc, prov_ca
     if (rc == 0)
         rc = informer(c, &KUBE_STORAGECLASS, NULL, NULL, slim_class,
                       (kube_handlers){class_changed, class_updated, class_changed, c}, &c->classes);
-    if (rc == 0 && opts->topology) {
+    /* Node mode serves its own node's segment only: watching every Node
+     * on every node would cost the API server N x N. */
+    if (rc == 0 && opts->topology && !opts->fixed_segment) {
         rc = informer(c, &KUBE_NODE, NULL, NULL, slim_node,
                       (kube_handlers){topology_changed, node_updated, topology_changed, c},
                       &c->nodes);

@@ -10,6 +10,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,83 @@ int prov_cap_affinity_segments(const json_object *pv, char ***segs, size_t *n)
     *segs = out;
     *n = m;
     return 0;
+}
+
+int prov_cap_fixed_segment(const Csi__V1__Topology *t, char **out)
+{
+    *out = NULL;
+    size_t n = t ? t->n_segments : 0;
+    kv *pairs = util_calloc(n + 1, sizeof(*pairs));
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *k = t->segments[i]->key ? t->segments[i]->key : "";
+        const char *v = t->segments[i]->value ? t->segments[i]->value : "";
+        /* A protobuf map keeps the last entry of a repeated key. */
+        size_t j = 0;
+        while (j < m && strcmp(pairs[j].key, k) != 0)
+            j++;
+        pairs[j] = (kv){k, v};
+        m += j == m;
+    }
+    *out = join_pairs(pairs, m);
+    free(pairs);
+    if (!*out)
+        return util_err_set(-EINVAL, "the node's topology has an empty key or a key or value "
+                                     "with \"=\" or \",\": no topology segment can hold it");
+    return 0;
+}
+
+/* ---- managed-by ------------------------------------------------------------------------ */
+
+/* FNV-1a, 32 bits, as 8 lower-case hex digits. */
+static void fnv32a_hex(const char *s, char out[9])
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        h ^= *p;
+        h *= 16777619u;
+    }
+    snprintf(out, 9, "%08x", h);
+}
+
+char *prov_cap_managed_by(const char *node)
+{
+    if (!node || !*node)
+        return util_strdup(PROV_CAP_MANAGED_BY);
+    const char *base = PROV_CAP_MANAGED_BY;
+    char *name = util_asprintf("%s-%s", base, node);
+    size_t nl = strlen(node);
+    if (strlen(name) <= PROV_CAP_LABEL_MAX)
+        return name;
+    char hash[9];
+    char *out;
+    if (nl + 10 >= PROV_CAP_LABEL_MAX) {
+        /* No room for the node: the base and a hash of the whole name
+         * (20 + 1 + 8 characters). */
+        fnv32a_hex(name, hash);
+        out = util_asprintf("%s-%s", base, hash);
+    } else {
+        /* Keep the node whole, cut the base, and tell cut bases apart by
+         * the hash of the base (upstream's rule, so labels match). */
+        fnv32a_hex(base, hash);
+        out = util_asprintf("%.*s-%s-%s", (int)(PROV_CAP_LABEL_MAX - 10 - nl), base, hash, node);
+    }
+    free(name);
+    return out;
+}
+
+bool prov_cap_label_value_ok(const char *v)
+{
+    size_t n = v ? strlen(v) : 0;
+    if (n > PROV_CAP_LABEL_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        bool alnum = isalnum(ch) != 0;
+        if (!alnum && ((i == 0 || i == n - 1) || !strchr("-_.", ch)))
+            return false;
+    }
+    return true;
 }
 
 /* ---- existing objects --------------------------------------------------------------- */

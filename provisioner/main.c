@@ -211,6 +211,8 @@ struct run_ctx {
     prov_cap_opts cap_opts;
     prov_cap_config cap_cfg;
     prov_cap *cap;
+    char *cap_managed_by; /* the label value; node mode names the node */
+    char *cap_segment;    /* node mode: this node's segment, else NULL */
 };
 
 static void run(void *ud)
@@ -224,6 +226,32 @@ static void run(void *ud)
     }
     if (prov_ctrl_start(&r->opts, &r->cfg, &r->ctrl) < 0)
         obs_fatal_exit("cannot start the provisioner: %s", util_err_last());
+}
+
+/* Node mode: each node publishes for its own segment only, under its own
+ * managed-by value, so no node ever sees (or deletes) another's objects. */
+static void setup_capacity_node(struct run_ctx *r, const char *node,
+                                const Csi__V1__Topology *topology)
+{
+    r->cap_managed_by = prov_cap_managed_by(node);
+    if (!prov_cap_label_value_ok(r->cap_managed_by)) {
+        char *msg = util_asprintf("--enable-capacity: NODE_NAME %s gives managed-by label value "
+                                  "%s, which is not a valid label value",
+                                  node, r->cap_managed_by);
+        die(msg);
+    }
+    if (prov_cap_fixed_segment(topology, &r->cap_segment) < 0) {
+        char *msg = util_asprintf("--enable-capacity: %s", util_err_last());
+        die(msg);
+    }
+    if (!*r->cap_segment)
+        /* As upstream: one object per class without nodeTopology, which
+         * the scheduler reads as this capacity being on every node. */
+        obs_warn("--enable-capacity with --node-deployment: the driver reports no topology for "
+                 "this node, so its CSIStorageCapacity objects have no nodeTopology and claim "
+                 "this node's capacity for every node");
+    obs_info("producing CSIStorageCapacity objects with fixed topology segment {%s}, managed-by %s",
+             r->cap_segment, r->cap_managed_by);
 }
 
 /* Capacity tracking's own client (upstream: a separate rate limit) and
@@ -254,11 +282,12 @@ static void setup_capacity(sidecar *s, const struct flags *fl, const csi_caps *c
         obs_warn("--enable-capacity: the driver does not report GET_CAPACITY; its GetCapacity "
                  "calls will fail and no CSIStorageCapacity gets written");
     r->capacity = true;
-    r->cap_cfg = (prov_cap_config){.driver_name = r->cfg.driver_name,
-                                   .managed_by = PROV_CAP_MANAGED_BY,
-                                   .namespace = ns,
-                                   .owner = *owner,
-                                   .immediate_binding = fl->capacity_for_immediate_binding};
+    r->cap_cfg =
+        (prov_cap_config){.driver_name = r->cfg.driver_name,
+                          .managed_by = r->cap_managed_by ? r->cap_managed_by : PROV_CAP_MANAGED_BY,
+                          .namespace = ns,
+                          .owner = *owner,
+                          .immediate_binding = fl->capacity_for_immediate_binding};
     r->cap_opts = (prov_cap_opts){.csi = sidecar_csi(s),
                                   .kube = *client,
                                   .metrics = sidecar_metrics(s),
@@ -267,7 +296,8 @@ static void setup_capacity(sidecar *s, const struct flags *fl, const csi_caps *c
                                   .retry_max = fl->retry_max,
                                   .poll_interval = fl->capacity_poll_interval,
                                   .workers = fl->capacity_threads,
-                                  .topology = r->cfg.topology};
+                                  .topology = r->cfg.topology,
+                                  .fixed_segment = r->cap_segment};
 }
 
 int main(int argc, char **argv)
@@ -306,8 +336,6 @@ int main(int argc, char **argv)
             "(--enable-capacity with --capacity-ownerref-level >= 0)");
     if (fl.capacity_threads < 1)
         die("--capacity-threads must be at least 1");
-    if (fl.enable_capacity && fl.node_deployment)
-        die("--enable-capacity together with --node-deployment is not supported yet");
     struct gates g = {0};
     parse_gates(fl.feature_gates, &g);
     obs_info("Version: %s", SIDECAR_VERSION);
@@ -415,6 +443,8 @@ int main(int argc, char **argv)
     }
     kube_client *cap_client = NULL;
     json_object *cap_owner = NULL;
+    if (fl.enable_capacity && node)
+        setup_capacity_node(&r, node, ni->accessible_topology);
     if (fl.enable_capacity)
         setup_capacity(s, &fl, &caps, &r, &cap_client, &cap_owner);
     if (sidecar_serve(s, run, &r) < 0)
@@ -426,6 +456,8 @@ int main(int argc, char **argv)
     kube_client_free(cap_client);
     json_object_put(cap_owner);
     free(identity);
+    free(r.cap_managed_by);
+    free(r.cap_segment);
     if (ni)
         csi__v1__node_get_info_response__free_unpacked(ni, NULL);
     util_flags_free(f);

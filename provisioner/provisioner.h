@@ -506,10 +506,11 @@ void prov_ctrl_stop(prov_ctrl *c);
 #define PROV_CAP_LABEL_MANAGED_BY "csi.storage.k8s.io/managed-by"
 #define PROV_CAP_MANAGED_BY       "external-provisioner"
 #define PROV_CAP_GENERATE_NAME    "csisc-"
+#define PROV_CAP_LABEL_MAX        63 /* a label value's length limit */
 
 typedef struct prov_cap_config {
     const char *driver_name;
-    const char *managed_by; /* PROV_CAP_MANAGED_BY */
+    const char *managed_by; /* prov_cap_managed_by */
     const char *namespace;  /* $NAMESPACE: where the objects live */
     /* The ownerReference every object carries (prov_cap_owner_step), or NULL
      * with --capacity-ownerref-level=-1. */
@@ -530,6 +531,29 @@ bool prov_cap_class_wanted(const prov_cap_config *cc, const json_object *sc);
  */
 int prov_cap_node_segment(const char *driver, const json_object *csinode, const json_object *node,
                           char **out);
+
+/*
+ * --node-deployment: the one segment this node's controller serves, from
+ * NodeGetInfo's accessible_topology ("" for none or NULL, as upstream's
+ * fixed topology: an object without nodeTopology). -EINVAL when a key is
+ * empty or a key or value holds "=" or ",". Caller frees.
+ */
+int prov_cap_fixed_segment(const Csi__V1__Topology *t, char **out);
+
+/*
+ * The csi.storage.k8s.io/managed-by value: PROV_CAP_MANAGED_BY, or with a
+ * node (--node-deployment) "external-provisioner-<node>". Longer than
+ * PROV_CAP_LABEL_MAX it is shortened as upstream does: a node name of up
+ * to 52 characters stays whole behind the base cut to fit and the FNV-1a
+ * hash of the base ("external-p-53f40b57-<node>"); a longer one is replaced
+ * by the hash of the whole name ("external-provisioner-<hash>"). Each node
+ * gets its own value, and so its own objects. Caller frees.
+ */
+char *prov_cap_managed_by(const char *node);
+
+/* Whether `v` may be a label value: at most 63 characters, alphanumerics
+ * with "-", "_" or "." inside; "" is one. */
+bool prov_cap_label_value_ok(const char *v);
 
 /* "<class>/<segment>" (caller frees), and back: -EINVAL when `key` has no
  * class (the key of an object no item can want). */
@@ -656,6 +680,9 @@ typedef struct prov_cap_opts {
     util_duration poll_interval; /* --capacity-poll-interval */
     int workers;                 /* --capacity-threads */
     bool topology;               /* the driver reports VOLUME_ACCESSIBILITY_CONSTRAINTS */
+    /* --node-deployment: this node's segment (prov_cap_fixed_segment), the
+     * only one served; no Node or CSINode is watched. NULL otherwise. */
+    const char *fixed_segment;
 } prov_cap_opts;
 
 /* Starts informers (waits for their first sync), the workers and the poll.

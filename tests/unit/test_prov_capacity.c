@@ -563,6 +563,215 @@ static void test_diff_table(void **state)
     json_object_put(owner);
 }
 
+/* ---- node mode: managed-by and the fixed segment ------------------------------------------- */
+
+#define A10 "aaaaaaaaaa"
+#define A38 A10 A10 A10 "aaaaaaaa"
+#define A39 A38 "a"
+#define A48 A38 A10
+#define A49 A48 "a"
+#define A63 A10 A10 A10 A10 A10 A10 "aaa"
+
+static void test_managed_by_table(void **state)
+{
+    (void)state;
+    /* Expected values are upstream's (cmd/csi-provisioner util_test.go):
+     * the labels must match so either implementation finds its objects. */
+    static const struct {
+        const char *name, *node, *want;
+    } rows[] = {
+        {"no node (central deployment): the plain value", NULL, "external-provisioner"},
+        {"empty node: the plain value", "", "external-provisioner"},
+        {"short node name: appended", "node01", "external-provisioner-node01"},
+        {"a cloud node name fits as it is", "ip-10-0-1-23.eu-west-1.compute.internal",
+         "external-provisioner-ip-10-0-1-23.eu-west-1.compute.internal"},
+        {"exactly 63 characters: unchanged", "node" A38, "external-provisioner-node" A38},
+        {"one over: base cut, hash of the base, whole node name", "node" A39,
+         "external-p-53f40b57-node" A39},
+        {"52-character node: one character of base left", "node" A48, "e-53f40b57-node" A48},
+        {"53-character node: no room, base and hash of the whole name", "node" A49,
+         "external-provisioner-a3607ff1"},
+        {"very long node: base and hash of the whole name", "node" A63,
+         "external-provisioner-df38e37f"},
+    };
+    for (size_t i = 0; i < N_ROWS(rows); i++) {
+        char *got = prov_cap_managed_by(rows[i].node);
+        expect_str(rows[i].name, "managed-by", got, rows[i].want);
+        expect_int(rows[i].name, "length <= 63", strlen(got) <= PROV_CAP_LABEL_MAX, 1);
+        expect_int(rows[i].name, "a valid label value", prov_cap_label_value_ok(got), 1);
+        free(got);
+    }
+    /* Node names that differ only past the cut still get different values. */
+    char *a = prov_cap_managed_by("node" A63 "x");
+    char *b = prov_cap_managed_by("node" A63 "y");
+    assert_string_not_equal(a, b);
+    free(a);
+    free(b);
+}
+
+static void test_label_value_ok_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *v;
+        bool want;
+    } rows[] = {
+        {"empty is a valid value", "", true},
+        {"the central value", "external-provisioner", true},
+        {"dots, dashes and underscores inside", "a.b_c-d", true},
+        {"63 characters", "x" A38 A10 A10 "aaaa", true},
+        {"64 characters is one too many", "x" A63, false},
+        {"may not start with a dash", "-node", false},
+        {"may not end with a dot", "node.", false},
+        {"no slash", "a/b", false},
+        {"no space", "a b", false},
+        {"upper case is alphanumeric too", "Node-1", true},
+    };
+    for (size_t i = 0; i < N_ROWS(rows); i++)
+        expect_int(rows[i].name, "valid", prov_cap_label_value_ok(rows[i].v), rows[i].want);
+}
+
+/* A NodeGetInfo accessible_topology from "k=v" pairs (NULL-terminated). */
+static Csi__V1__Topology *topology_of(const char *const *pairs)
+{
+    size_t n = 0;
+    while (pairs[n])
+        n++;
+    Csi__V1__Topology *t = calloc(1, sizeof(*t));
+    assert_non_null(t);
+    csi__v1__topology__init(t);
+    t->segments = calloc(n + 1, sizeof(void *));
+    assert_non_null(t->segments);
+    for (size_t i = 0; i < n; i++) {
+        Csi__V1__Topology__SegmentsEntry *e = calloc(1, sizeof(*e));
+        assert_non_null(e);
+        csi__v1__topology__segments_entry__init(e);
+        const char *eq = strrchr(pairs[i], '=');
+        e->key = strndup(pairs[i], (size_t)(eq - pairs[i]));
+        e->value = strdup(eq + 1);
+        t->segments[t->n_segments++] = e;
+    }
+    return t;
+}
+
+static void test_fixed_segment_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        const char *pairs[4];
+        bool null_topology;
+        int rc;
+        const char *want;
+    } rows[] = {
+        {"no accessible_topology: the empty segment", {NULL}, true, 0, ""},
+        {"a topology without segments: the empty segment", {NULL}, false, 0, ""},
+        {"the node's one key",
+         {"topology.example.com/node=node-2", NULL},
+         false,
+         0,
+         "topology.example.com/node=node-2"},
+        {"several keys: sorted by key", {"zone=z1", "rack=r7", NULL}, false, 0, "rack=r7,zone=z1"},
+        {"a repeated key: the last entry wins, as in a protobuf map",
+         {"zone=z1", "zone=z2", NULL},
+         false,
+         0,
+         "zone=z2"},
+        {"an empty key cannot be a segment", {"=v", NULL}, false, -EINVAL, NULL},
+        {"a key with = cannot be a segment", {"a=b=c", NULL}, false, -EINVAL, NULL},
+        {"a value with , cannot be a segment", {"zone=z1,z2", NULL}, false, -EINVAL, NULL},
+    };
+    for (size_t i = 0; i < N_ROWS(rows); i++) {
+        Csi__V1__Topology *t = rows[i].null_topology ? NULL : topology_of(rows[i].pairs);
+        char *seg = NULL;
+        expect_int(rows[i].name, "rc", prov_cap_fixed_segment(t, &seg), rows[i].rc);
+        expect_str(rows[i].name, "segment", seg, rows[i].want);
+        free(seg);
+        if (t)
+            protobuf_c_message_free_unpacked(&t->base, NULL);
+    }
+}
+
+/* What one node's controller wants and writes: its segment x the wanted
+ * classes, objects under its own managed-by; another node's objects for
+ * the same items are neither kept nor deleted. */
+static void test_fixed_segment_items_and_objects(void **state)
+{
+    (void)state;
+    const char *pairs[] = {"zone=n2", NULL};
+    Csi__V1__Topology *t = topology_of(pairs);
+    char *seg = NULL;
+    assert_int_equal(prov_cap_fixed_segment(t, &seg), 0);
+    protobuf_c_message_free_unpacked(&t->base, NULL);
+    char *mb = prov_cap_managed_by("node-2");
+    json_object *owner = J(OWNER);
+    prov_cap_config cc = config(owner, false);
+    cc.managed_by = mb;
+
+    json_object *classes[] = {
+        J("{`metadata`:{`name`:`fast`},`provisioner`:`" DRIVER
+          "`,`volumeBindingMode`:`WaitForFirstConsumer`}"),
+        J("{`metadata`:{`name`:`imm`},`provisioner`:`" DRIVER "`}"),
+        J("{`metadata`:{`name`:`slow`},`provisioner`:`" DRIVER
+          "`,`volumeBindingMode`:`WaitForFirstConsumer`}"),
+    };
+    const char *const segs[] = {seg};
+    char **keys = NULL;
+    size_t n = 0;
+    assert_int_equal(
+        prov_cap_items(&cc, segs, 1, (const json_object *const *)classes, 3, &keys, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(keys[0], "fast/zone=n2");
+    assert_string_equal(keys[1], "slow/zone=n2");
+
+    json_object *ex[] = {
+        J(OBJ("csisc-mine", "external-provisioner-node-2", "fast", "n2", "u-pod")),
+        J(OBJ("csisc-n1", "external-provisioner-node-1", "fast", "n1", "u-pod")),
+        J(OBJ("csisc-n1dup", "external-provisioner-node-1", "slow", "n2", "u-pod")),
+        J(OBJ("csisc-old", "external-provisioner-node-2", "fast", "n9", "u-pod")),
+    };
+    prov_cap_step *steps = NULL;
+    size_t ns = 0;
+    assert_int_equal(prov_cap_diff(&cc, (const char *const *)keys, n,
+                                   (const json_object *const *)ex, 4, &steps, &ns),
+                     0);
+    char *got = steps_text(steps, ns);
+    expect_str(
+        "node-2 keeps its object, creates the missing one, deletes only its own obsolete one",
+        "steps", got,
+        "keep fast/zone=n2 csisc-mine; create slow/zone=n2; delete fast/zone=n9 csisc-old");
+    free(got);
+    prov_cap_steps_free(steps, ns);
+
+    json_object *obj = NULL;
+    assert_int_equal(prov_cap_build(&cc, keys[1], 5, NULL, &obj), 0);
+    char *want = T("{`managed-by`:`external-provisioner-node-2`,`nodeTopology`:{`matchLabels`:{"
+                   "`zone`:`n2`}}}");
+    json_object *summary = json_object_new_object();
+    json_object *labels = NULL, *meta = NULL, *topo = NULL;
+    assert_true(json_object_object_get_ex(obj, "metadata", &meta));
+    assert_true(json_object_object_get_ex(meta, "labels", &labels));
+    json_object *mbv = NULL;
+    assert_true(json_object_object_get_ex(labels, PROV_CAP_LABEL_MANAGED_BY, &mbv));
+    assert_true(json_object_object_get_ex(obj, "nodeTopology", &topo));
+    json_object_object_add(summary, "managed-by", json_object_get(mbv));
+    json_object_object_add(summary, "nodeTopology", json_object_get(topo));
+    expect_str("the object carries node-2's label and segment", "object",
+               json_object_to_json_string_ext(summary, JSON_C_TO_STRING_PLAIN), want);
+    free(want);
+    json_object_put(summary);
+    json_object_put(obj);
+
+    for (size_t i = 0; i < 4; i++)
+        json_object_put(ex[i]);
+    for (size_t i = 0; i < 3; i++)
+        json_object_put(classes[i]);
+    prov_cap_keys_free(keys, n);
+    json_object_put(owner);
+    free(mb);
+    free(seg);
+}
+
 /* ---- owner walk ------------------------------------------------------------------------------ */
 
 static const char *POD = "{`metadata`:{`name`:`prov-0`,`namespace`:`kube-system`,`uid`:`u-pod`,"
@@ -659,6 +868,10 @@ int main(void)
         cmocka_unit_test(test_quantity_format_table),
         cmocka_unit_test(test_decide_table),
         cmocka_unit_test(test_diff_table),
+        cmocka_unit_test(test_managed_by_table),
+        cmocka_unit_test(test_label_value_ok_table),
+        cmocka_unit_test(test_fixed_segment_table),
+        cmocka_unit_test(test_fixed_segment_items_and_objects),
         cmocka_unit_test(test_owner_step_table),
         cmocka_unit_test(test_owner_path_table),
     };
