@@ -29,67 +29,9 @@ NODES=(node-1 node-2 node-3)
 CLAIMS=30
 GI=1073741824
 POOL=12Gi
-passed=0
-failed=0
+# shellcheck source=tests/e2e/lib.sh
+. "$ROOT/tests/e2e/lib.sh"
 
-declare -A PID=() # process name -> pid
-declare -A RC=()  # process name -> exit status once stopped
-NAMES=()          # start order
-
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL $1"
-  [ $# -gt 1 ] && printf '%s\n' "$2" | head -n 20 | sed 's/^/     /'
-  return 0
-}
-check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "want [$2]"$'\n'"got  [$3]"; fi; }
-contains() { case "$3" in *"$2"*) ok "$1" ;; *) bad "$1" "[$2] not in [$3]" ;; esac; }
-expect() {
-  local name=$1 secs=$2
-  shift 2
-  if wait_for "$secs" "$@"; then ok "$name"; else bad "$name" "not within ${secs}s: $*"; fi
-}
-wait_for() {
-  local secs=$1
-  shift
-  local end=$((SECONDS + secs))
-  while :; do
-    "$@" && return 0
-    [ "$SECONDS" -ge "$end" ] && return 1
-    sleep 0.2
-  done
-}
-
-# ---- processes ------------------------------------------------------------------------
-
-start() {
-  local name=$1
-  shift
-  "$@" >"$WORK/$name.log" 2>&1 &
-  PID[$name]=$!
-  NAMES+=("$name")
-}
-alive() { [ -n "${PID[$1]:-}" ] && kill -0 "${PID[$1]}" 2>/dev/null; }
-stop() {
-  local name=$1 i
-  [ -n "${PID[$name]:-}" ] || return 0
-  kill -TERM "${PID[$name]}" 2>/dev/null
-  for ((i = 0; i < 150; i++)); do alive "$name" || break; sleep 0.1; done
-  if alive "$name"; then
-    kill -KILL "${PID[$name]}" 2>/dev/null
-    wait "${PID[$name]}" 2>/dev/null
-    RC[$name]=hung
-  else
-    wait "${PID[$name]}" 2>/dev/null
-    RC[$name]=$?
-  fi
-  unset "PID[$name]"
-}
-stop_all() {
-  local i
-  for ((i = ${#NAMES[@]} - 1; i >= 0; i--)); do stop "${NAMES[$i]}"; done
-}
 cleanup() {
   stop_all
   rm -rf "$WORK"

@@ -24,75 +24,14 @@ PROV="$B/bin/csi-provisioner"
 CSI_CALL="$B/tests/e2e/csi_call"
 WORK=$(mktemp -d)
 NS=default
-passed=0
-failed=0
+# shellcheck source=tests/e2e/lib.sh
+. "$ROOT/tests/e2e/lib.sh"
 
 CLONE_FIN=provisioner.storage.kubernetes.io/cloning-protection
 SNAP_FIN=provisioner.storage.kubernetes.io/volumesnapshot-as-source-protection
 HANDLE_PVC="error getting handle for DataSource Type PersistentVolumeClaim by Name"
 HANDLE_VS="error getting handle for DataSource Type VolumeSnapshot by Name"
 
-declare -A PID=() # process name -> pid
-declare -A RC=()  # process name -> exit status once stopped
-NAMES=()          # start order
-
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL $1"
-  [ $# -gt 1 ] && printf '%s\n' "$2" | head -n 20 | sed 's/^/     /'
-  return 0
-}
-# check NAME EXPECTED ACTUAL
-check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "want [$2]"$'\n'"got  [$3]"; fi; }
-# expect NAME TIMEOUT-SECONDS COMMAND...: polls COMMAND until it succeeds
-expect() {
-  local name=$1 secs=$2
-  shift 2
-  if wait_for "$secs" "$@"; then ok "$name"; else bad "$name" "not within ${secs}s: $*"; fi
-}
-wait_for() {
-  local secs=$1
-  shift
-  local end=$((SECONDS + secs))
-  while :; do
-    "$@" && return 0
-    [ "$SECONDS" -ge "$end" ] && return 1
-    sleep 0.1
-  done
-}
-
-# ---- processes ------------------------------------------------------------------------
-
-# start NAME COMMAND...: runs in the background, output in $WORK/NAME.log
-start() {
-  local name=$1
-  shift
-  "$@" >"$WORK/$name.log" 2>&1 &
-  PID[$name]=$!
-  NAMES+=("$name")
-}
-alive() { [ -n "${PID[$1]:-}" ] && kill -0 "${PID[$1]}" 2>/dev/null; }
-# stop NAME: SIGTERM, wait, record the exit status ("hung" after 15 s, then killed)
-stop() {
-  local name=$1 i
-  [ -n "${PID[$name]:-}" ] || return 0
-  kill -TERM "${PID[$name]}" 2>/dev/null
-  for ((i = 0; i < 150; i++)); do alive "$name" || break; sleep 0.1; done
-  if alive "$name"; then
-    kill -KILL "${PID[$name]}" 2>/dev/null
-    wait "${PID[$name]}" 2>/dev/null
-    RC[$name]=hung
-  else
-    wait "${PID[$name]}" 2>/dev/null
-    RC[$name]=$?
-  fi
-  unset "PID[$name]"
-}
-stop_all() {
-  local i
-  for ((i = ${#NAMES[@]} - 1; i >= 0; i--)); do stop "${NAMES[$i]}"; done
-}
 cleanup() {
   stop_all
   rm -rf "$WORK"
