@@ -76,3 +76,58 @@ stop_all() {
   local i
   for ((i = ${#NAMES[@]} - 1; i >= 0; i--)); do stop "${NAMES[$i]}"; done
 }
+
+# ---- the world the scripts share: kube-lite, kubectl, the example driver ----------------
+
+cleanup() {
+  stop_all
+  rm -rf "$WORK"
+}
+K() { kubectl --kubeconfig "$WORK/admin.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
+jp() { K get "$1" "$2" -o jsonpath="$3" 2>/dev/null; }
+# pyj EXPR: evaluates a Python expression over the JSON on stdin (bound to o)
+pyj() {
+  python3 -c '
+import json, sys
+try:
+    o = json.load(sys.stdin)
+    r = eval(sys.argv[1])
+except Exception as e:
+    r = "<%s: %s>" % (type(e).__name__, e)
+print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1"
+}
+# faults DIR JSON: installs fault rules (write + rename, as the driver wants); "" clears
+faults() {
+  if [ -z "$2" ]; then
+    rm -f "$1/state/faults.json"
+  else
+    printf '%s\n' "$2" >"$1/state/faults.json.tmp" && mv "$1/state/faults.json.tmp" "$1/state/faults.json"
+  fi
+}
+# has_event NAME TEXT: the events of NAME hold TEXT (a variable, not a pipeline:
+# grep -q stopping early would fail it under pipefail)
+has_event() { local e; e=$(events "$1"); [[ "$e" == *"$2"* ]]; }
+phase_is() { [ "$(jp "$1" "$2" '{.status.phase}')" = "$3" ]; }
+is_gone() { local out; out=$(K get "$1" "$2" -o name 2>&1); [[ "$out" == *NotFound* ]]; }
+drv_calls() { drv "$1" "s.get('calls', {}).get('$2', 0)"; }
+kl_up() { grep -q 'serving on https://' "$WORK/kube-lite.log" || ! alive kube-lite; }
+KP() { kubectl --kubeconfig "$WORK/provisioner.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
+# ready NAME: the provisioner runs its controllers (or says why not)
+ready() {
+  if wait_for 30 started "$1" && alive "$1"; then ok "$1 starts"; else bad "$1 starts" "$(tail -n 20 "$WORK/$1.log")"; fi
+}
+klmetrics() {
+  curl -s --max-time 5 --cacert "$WORK/pki/ca.crt" -H 'Authorization: Bearer admin-token' \
+    "$(sed -n 's/^kube-lite: serving on //p' "$WORK/kube-lite.log")/metrics"
+}
+finish() {
+  if [ "$failed" -gt 0 ]; then
+    for n in "${NAMES[@]}"; do
+      echo "---- last lines of $n.log"
+      tail -n 15 "$WORK/$n.log"
+    done
+  fi
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+  exit
+}

@@ -28,27 +28,10 @@ NS=default
 . "$ROOT/tests/e2e/lib.sh"
 EXPECT_LAST="$WORK/csc.last"
 
-cleanup() {
-  stop_all
-  rm -rf "$WORK"
-}
 trap cleanup EXIT
 
 # ---- kubectl and JSON -------------------------------------------------------------------
 
-K() { kubectl --kubeconfig "$WORK/admin.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
-jp() { K get "$1" "$2" -o jsonpath="$3" 2>/dev/null; }
-# pyj EXPR: evaluates a Python expression over the JSON on stdin (bound to o)
-pyj() {
-  python3 -c '
-import json, sys
-try:
-    o = json.load(sys.stdin)
-    r = eval(sys.argv[1])
-except Exception as e:
-    r = "<%s: %s>" % (type(e).__name__, e)
-print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1"
-}
 # drv DIR EXPR: EXPR over the driver's status.json (s; vols; byname = volumes by name)
 drv() {
   python3 -c '
@@ -62,24 +45,11 @@ byname = {v["name"]: v for v in vols}
 r = eval(sys.argv[2])
 print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1" "$2"
 }
-# faults DIR JSON: installs fault rules (write + rename, as the driver wants); "" clears
-faults() {
-  if [ -z "$2" ]; then
-    rm -f "$1/state/faults.json"
-  else
-    printf '%s\n' "$2" >"$1/state/faults.json.tmp" && mv "$1/state/faults.json.tmp" "$1/state/faults.json"
-  fi
-}
 events() {
   K get events -n "${2:-$NS}" --field-selector "involvedObject.name=$1" \
     -o jsonpath='{range .items[*]}{.reason}{"\t"}{.message}{"\n"}{end}' 2>/dev/null
 }
-# (pipelines would fail under pipefail when grep -q stops reading early)
-has_event() { local e; e=$(events "$1"); [[ "$e" == *"$2"* ]]; }
-phase_is() { [ "$(jp "$1" "$2" '{.status.phase}')" = "$3" ]; }
-is_gone() { local out; out=$(K get "$1" "$2" -o name 2>&1); [[ "$out" == *NotFound* ]]; }
 
-drv_calls() { drv "$1" "s.get('calls', {}).get('$2', 0)"; }
 # Our capacity objects (managed-by external-provisioner) as "class zone
 # capacity max" lines, sorted; zone "-" for an object without topology.
 CSC_SUMMARY='"\n".join(sorted("%s %s %s %s" % (i["storageClassName"], i.get("nodeTopology", {}).get("matchLabels", {}).get("topology.example.com/zone", "-"), i.get("capacity"), i.get("maximumVolumeSize", "-")) for i in o["items"] if i["metadata"]["labels"].get("csi.storage.k8s.io/managed-by") == "external-provisioner"))'
@@ -88,10 +58,6 @@ cscs() { K get csistoragecapacities -n "$NS" -o json 2>/dev/null | pyj "$CSC_SUM
 csc_is() { cscs >"$WORK/csc.last"; [ "$(cat "$WORK/csc.last")" = "$1" ]; }
 csc_json() { K get csistoragecapacities -n "$NS" -o json 2>/dev/null | pyj "$1"; }
 prov_metric() { curl -s --max-time 5 "http://127.0.0.1:$HTTP_PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
-klmetrics() {
-  curl -s --max-time 5 --cacert "$WORK/pki/ca.crt" -H 'Authorization: Bearer admin-token' \
-    "$(sed -n 's/^kube-lite: serving on //p' "$WORK/kube-lite.log")/metrics"
-}
 # Writes kube-lite answered on CSIStorageCapacity objects so far.
 csc_writes() {
   klmetrics | awk '/^apiserver_request_total\{/ && /resource="csistoragecapacities"/ && /verb="(create|update|patch|delete)"/ {s += $NF} END {print s + 0}'
@@ -113,7 +79,6 @@ start kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubec
   --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
   --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
   --authorization-mode RBAC --kubeconfig-token admin-token
-kl_up() { grep -q 'serving on https://' "$WORK/kube-lite.log" || ! alive kube-lite; }
 if wait_for 20 kl_up && alive kube-lite; then
   ok "kube-lite serves HTTPS with tokens and RBAC"
 else
@@ -122,7 +87,6 @@ else
   exit 1
 fi
 sed 's/token: admin-token/token: provisioner-token/' "$WORK/admin.kubeconfig" >"$WORK/provisioner.kubeconfig"
-KP() { kubectl --kubeconfig "$WORK/provisioner.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
 
 contains "without rbac.yaml the service account may not list capacity objects" "Forbidden" \
   "$(KP get csistoragecapacities -n "$NS" 2>&1)"
@@ -269,9 +233,6 @@ PROV_ARGS=(--csi-address "$WORK/drv/csi.sock" --kubeconfig "$WORK/provisioner.ku
   --worker-threads=4 --retry-interval-start=100ms --retry-interval-max=2s --enable-capacity
   --kube-api-capacity-qps=100 --kube-api-capacity-burst=100 "--http-endpoint=127.0.0.1:$HTTP_PORT")
 started() { grep -q 'provisioner started' "$WORK/$1.log" || ! alive "$1"; }
-ready() {
-  if wait_for 30 started "$1" && alive "$1"; then ok "$1 starts"; else bad "$1 starts" "$(tail -n 20 "$WORK/$1.log")"; fi
-}
 
 # Misconfiguration fails fast with one line.
 out=$(env -u NAMESPACE POD_NAME=csi-provisioner-0 "$PROV" "${PROV_ARGS[@]}" 2>&1)

@@ -39,27 +39,11 @@ LONG=node-with-a-long-name.rack-17.zone-a.example.com
 . "$ROOT/tests/e2e/lib.sh"
 EXPECT_LAST="$WORK/csc.last"
 
-cleanup() {
-  stop_all
-  rm -rf "$WORK"
-}
 trap cleanup EXIT
 
-finish() {
-  if [ "$failed" -gt 0 ]; then
-    for n in "${NAMES[@]}"; do
-      echo "---- last lines of $n.log"
-      tail -n 15 "$WORK/$n.log"
-    done
-  fi
-  echo "$passed passed, $failed failed"
-  [ "$failed" -eq 0 ]
-  exit
-}
 
 # ---- kubectl and JSON -------------------------------------------------------------------
 
-K() { kubectl --kubeconfig "$WORK/admin.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
 # cj EXPR: EXPR over the capacity objects (items; mine = the local driver's
 # objects of node-1..3, managed by external-provisioner-<node>; mb(i) = label)
 cj() {
@@ -79,10 +63,6 @@ print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1"
 SUMMARY='"\n".join(sorted("%s %s %s %s" % (i["storageClassName"], i.get("nodeTopology", {}).get("matchLabels", {}).get("topology.example.com/node", "-"), i.get("capacity"), mb(i)) for i in mine))'
 # summary_is EXPECTED: the summary equals EXPECTED (else it is left in $WORK/csc.last)
 summary_is() { cj "$SUMMARY" >"$WORK/csc.last"; [ "$(cat "$WORK/csc.last")" = "$1" ]; }
-klmetrics() {
-  curl -s --max-time 5 --cacert "$WORK/pki/ca.crt" -H 'Authorization: Bearer admin-token' \
-    "$(sed -n 's/^kube-lite: serving on //p' "$WORK/kube-lite.log")/metrics"
-}
 refused() { klmetrics | grep -E '^apiserver_request_total\{.*code="40[13]"' | sort; }
 
 # ---- start: kube-lite with TLS, tokens and RBAC -----------------------------------------
@@ -100,7 +80,6 @@ start kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubec
   --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
   --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
   --authorization-mode RBAC --kubeconfig-token admin-token
-kl_up() { grep -q 'serving on https://' "$WORK/kube-lite.log" || ! alive kube-lite; }
 if wait_for 20 kl_up && alive kube-lite; then
   ok "kube-lite serves HTTPS with tokens and RBAC"
 else

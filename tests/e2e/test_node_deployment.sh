@@ -32,38 +32,11 @@ POOL=12Gi
 # shellcheck source=tests/e2e/lib.sh
 . "$ROOT/tests/e2e/lib.sh"
 
-cleanup() {
-  stop_all
-  rm -rf "$WORK"
-}
 trap cleanup EXIT
 
-finish() {
-  if [ "$failed" -gt 0 ]; then
-    for n in "${NAMES[@]}"; do
-      echo "---- last lines of $n.log"
-      tail -n 15 "$WORK/$n.log"
-    done
-  fi
-  echo "$passed passed, $failed failed"
-  [ "$failed" -eq 0 ]
-  exit
-}
 
 # ---- kubectl and JSON -------------------------------------------------------------------
 
-K() { kubectl --kubeconfig "$WORK/admin.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
-# pyj EXPR: a Python expression over the JSON on stdin (bound to o)
-pyj() {
-  python3 -c '
-import json, sys
-try:
-    o = json.load(sys.stdin)
-    r = eval(sys.argv[1])
-except Exception as e:
-    r = "<%s: %s>" % (type(e).__name__, e)
-print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1"
-}
 # world: claims, PVs and every driver's volumes as one JSON document
 world() {
   {
@@ -119,7 +92,6 @@ start kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubec
   --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
   --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
   --authorization-mode RBAC --kubeconfig-token admin-token
-kl_up() { grep -q 'serving on https://' "$WORK/kube-lite.log" || ! alive kube-lite; }
 if wait_for 20 kl_up && alive kube-lite; then
   ok "kube-lite serves HTTPS with tokens and RBAC"
 else

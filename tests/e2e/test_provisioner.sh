@@ -24,27 +24,10 @@ NS=default
 # shellcheck source=tests/e2e/lib.sh
 . "$ROOT/tests/e2e/lib.sh"
 
-cleanup() {
-  stop_all
-  rm -rf "$WORK"
-}
 trap cleanup EXIT
 
 # ---- kubectl and JSON -------------------------------------------------------------------
 
-K() { kubectl --kubeconfig "$WORK/admin.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
-jp() { K get "$1" "$2" -o jsonpath="$3" 2>/dev/null; }
-# pyj EXPR: evaluates a Python expression over the JSON on stdin (bound to o)
-pyj() {
-  python3 -c '
-import json, sys
-try:
-    o = json.load(sys.stdin)
-    r = eval(sys.argv[1])
-except Exception as e:
-    r = "<%s: %s>" % (type(e).__name__, e)
-print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1"
-}
 # drv DIR EXPR: EXPR over the driver's status.json (s; vols; byname = volumes by name)
 drv() {
   python3 -c '
@@ -58,22 +41,10 @@ byname = {v["name"]: v for v in vols}
 r = eval(sys.argv[2])
 print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1" "$2"
 }
-# faults DIR JSON: installs fault rules (write + rename, as the driver wants); "" clears
-faults() {
-  if [ -z "$2" ]; then
-    rm -f "$1/state/faults.json"
-  else
-    printf '%s\n' "$2" >"$1/state/faults.json.tmp" && mv "$1/state/faults.json.tmp" "$1/state/faults.json"
-  fi
-}
 events() {
   K get events -n "${2:-$NS}" --field-selector "involvedObject.name=$1" \
     -o jsonpath='{range .items[*]}{.reason}{"\t"}{.message}{"\n"}{end}' 2>/dev/null
 }
-# (pipelines would fail under pipefail when grep -q stops reading early)
-has_event() { local e; e=$(events "$1"); [[ "$e" == *"$2"* ]]; }
-phase_is() { [ "$(jp "$1" "$2" '{.status.phase}')" = "$3" ]; }
-is_gone() { local out; out=$(K get "$1" "$2" -o name 2>&1); [[ "$out" == *NotFound* ]]; }
 uid_of() { jp pvc "$1" '{.metadata.uid}'; }
 # pvc_has_fin CLAIM FINALIZER
 pvc_has_fin() {
@@ -83,7 +54,6 @@ pvc_has_fin() {
 }
 no_pvc_fin() { ! pvc_has_fin "$1" "$2"; }
 drv_lacks() { [ "$(drv "$1" "'$2' in byname")" = false ]; }
-drv_calls() { drv "$1" "s.get('calls', {}).get('$2', 0)"; }
 
 # pvc NAME CLASS [SIZE] [VOLUME-MODE]: creates a claim (RWO)
 pvc() {
@@ -118,7 +88,6 @@ start kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubec
   --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
   --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
   --authorization-mode RBAC --kubeconfig-token admin-token
-kl_up() { grep -q 'serving on https://' "$WORK/kube-lite.log" || ! alive kube-lite; }
 if wait_for 20 kl_up && alive kube-lite; then
   ok "kube-lite serves HTTPS with tokens and RBAC"
 else
@@ -127,7 +96,6 @@ else
   exit 1
 fi
 sed 's/token: admin-token/token: provisioner-token/' "$WORK/admin.kubeconfig" >"$WORK/provisioner.kubeconfig"
-KP() { kubectl --kubeconfig "$WORK/provisioner.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
 
 contains "without rbac.yaml the service account may not watch claims" "Forbidden" "$(KP get pvc -A 2>&1)"
 out=$(K apply -f "$ROOT/manifests/provisioner/rbac.yaml" 2>&1)
@@ -257,10 +225,6 @@ provisioner() {
   start "$name" "$PROV" --csi-address "$WORK/$dir/csi.sock" "${PROV_ARGS[@]}" "$@"
 }
 started() { grep -q 'provisioner started' "$WORK/$1.log" || ! alive "$1"; }
-# ready NAME: the provisioner runs its controllers (or says why not)
-ready() {
-  if wait_for 30 started "$1" && alive "$1"; then ok "$1 starts"; else bad "$1 starts" "$(tail -n 20 "$WORK/$1.log")"; fi
-}
 HTTP_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
 # A: the main pair; no topology, attach required (PUBLISH_UNPUBLISH_VOLUME).

@@ -32,16 +32,10 @@ SNAP_FIN=provisioner.storage.kubernetes.io/volumesnapshot-as-source-protection
 HANDLE_PVC="error getting handle for DataSource Type PersistentVolumeClaim by Name"
 HANDLE_VS="error getting handle for DataSource Type VolumeSnapshot by Name"
 
-cleanup() {
-  stop_all
-  rm -rf "$WORK"
-}
 trap cleanup EXIT
 
 # ---- kubectl, JSON and the driver's state ---------------------------------------------------
 
-K() { kubectl --kubeconfig "$WORK/admin.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
-jp() { K get "$1" "$2" -o jsonpath="$3" 2>/dev/null; }
 # drv DIR EXPR: EXPR over the driver's status.json (s; vols; byname = volumes by name)
 drv() {
   python3 -c '
@@ -55,21 +49,10 @@ byname = {v["name"]: v for v in vols}
 r = eval(sys.argv[2])
 print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1" "$2"
 }
-# faults DIR JSON: installs fault rules (write + rename, as the driver wants); "" clears
-faults() {
-  if [ -z "$2" ]; then
-    rm -f "$1/state/faults.json"
-  else
-    printf '%s\n' "$2" >"$1/state/faults.json.tmp" && mv "$1/state/faults.json.tmp" "$1/state/faults.json"
-  fi
-}
 events() {
   K get events -n "$NS" --field-selector "involvedObject.name=$1" \
     -o jsonpath='{range .items[*]}{.reason}{"\t"}{.message}{"\n"}{end}' 2>/dev/null
 }
-has_event() { local e; e=$(events "$1"); [[ "$e" == *"$2"* ]]; }
-phase_is() { [ "$(jp "$1" "$2" '{.status.phase}')" = "$3" ]; }
-is_gone() { local out; out=$(K get "$1" "$2" -o name 2>&1); [[ "$out" == *NotFound* ]]; }
 uid_of() { jp "$1" "$2" '{.metadata.uid}'; }
 # has_fin KIND NAME FINALIZER / lacks_fin KIND NAME FINALIZER (an existing object)
 has_fin() { [[ "$(jp "$1" "$2" '{.metadata.finalizers}')" == *"\"$3\""* ]]; }
@@ -158,7 +141,6 @@ start kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubec
   --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
   --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
   --authorization-mode RBAC --kubeconfig-token admin-token
-kl_up() { grep -q 'serving on https://' "$WORK/kube-lite.log" || ! alive kube-lite; }
 if wait_for 20 kl_up && alive kube-lite; then
   ok "kube-lite serves HTTPS with tokens and RBAC"
 else
@@ -226,9 +208,6 @@ provisioner() {
     --kube-api-burst=200 "$@"
 }
 started() { grep -qs 'provisioner started' "$WORK/$1.log" || ! alive "$1"; }
-ready() {
-  if wait_for 30 started "$1" && alive "$1"; then ok "$1 starts"; else bad "$1 starts" "$(tail -n 20 "$WORK/$1.log")"; fi
-}
 
 # FULL: every controller capability (CLONE_VOLUME, CREATE_DELETE_SNAPSHOT);
 # its provisioner sweeps orphaned snapshot finalizers every second.
