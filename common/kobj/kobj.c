@@ -1,0 +1,333 @@
+/*
+ * kobj: type-checked reads, writes and finalizer patches on json-c trees.
+ * Every json-c call that asserts or dereferences on a wrong type is only
+ * reached after the type was checked here.
+ */
+#include "kobj/kobj.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+/* Compact, and "/" left alone so patch paths read as written. */
+#define KOBJ_TEXT_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+
+/* ---- typed getters ---------------------------------------------------------- */
+
+json_object *kobj_typed(const json_object *o, json_type t)
+{
+    /* json-c's getters take non-const pointers; the tree is not modified. */
+    return o && json_object_is_type(o, t) ? (json_object *)o : NULL;
+}
+
+json_object *kobj_get(const json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (!key || !kobj_typed(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
+        return NULL;
+    return v;
+}
+
+json_object *kobj_obj(const json_object *o, const char *key)
+{
+    return kobj_typed(kobj_get(o, key), json_type_object);
+}
+
+json_object *kobj_arr(const json_object *o, const char *key)
+{
+    return kobj_typed(kobj_get(o, key), json_type_array);
+}
+
+const char *kobj_str(const json_object *o, const char *key)
+{
+    json_object *v = kobj_typed(kobj_get(o, key), json_type_string);
+    return v ? json_object_get_string(v) : NULL;
+}
+
+bool kobj_bool(const json_object *o, const char *key, bool dflt)
+{
+    json_object *v = kobj_typed(kobj_get(o, key), json_type_boolean);
+    return v ? json_object_get_boolean(v) != 0 : dflt;
+}
+
+int kobj_int64(const json_object *o, const char *key, int64_t *out)
+{
+    json_object *v = kobj_get(o, key);
+    if (!v)
+        return -ENOENT;
+    if (json_object_is_type(v, json_type_int)) {
+        int64_t n = json_object_get_int64(v);
+        /* json-c keeps values above INT64_MAX as uint64 and clamps them here. */
+        if (n == INT64_MAX && json_object_get_uint64(v) > (uint64_t)INT64_MAX)
+            return -EINVAL;
+        *out = n;
+        return 0;
+    }
+    if (json_object_is_type(v, json_type_double)) {
+        double d = json_object_get_double(v);
+        /* 2^63 is exact as a double; NaN fails every comparison. */
+        if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || (double)(int64_t)d != d)
+            return -EINVAL;
+        *out = (int64_t)d;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+json_object *kobj_path(const json_object *o, const char *path)
+{
+    if (!path)
+        return NULL;
+    char *copy = util_strdup(path);
+    json_object *cur = (json_object *)o;
+    char *seg = copy;
+    for (;;) {
+        char *dot = strchr(seg, '.');
+        if (dot)
+            *dot = '\0';
+        cur = kobj_get(cur, seg); /* NULL unless `cur` is an object */
+        if (!cur || !dot)
+            break;
+        seg = dot + 1;
+    }
+    free(copy);
+    return cur;
+}
+
+const char *kobj_path_str(const json_object *o, const char *path)
+{
+    json_object *v = kobj_typed(kobj_path(o, path), json_type_string);
+    return v ? json_object_get_string(v) : NULL;
+}
+
+size_t kobj_len(const json_object *a)
+{
+    return kobj_typed(a, json_type_array) ? json_object_array_length(a) : 0;
+}
+
+json_object *kobj_at(const json_object *a, size_t i)
+{
+    if (i >= kobj_len(a))
+        return NULL;
+    return json_object_array_get_idx(a, i);
+}
+
+const char *kobj_str_at(const json_object *a, size_t i)
+{
+    json_object *v = kobj_typed(kobj_at(a, i), json_type_string);
+    return v ? json_object_get_string(v) : NULL;
+}
+
+/* ---- metadata ------------------------------------------------------------------ */
+
+json_object *kobj_meta(const json_object *o)
+{
+    return kobj_obj(o, "metadata");
+}
+
+const char *kobj_meta_str(const json_object *o, const char *key)
+{
+    return kobj_str(kobj_meta(o), key);
+}
+
+const char *kobj_name(const json_object *o)
+{
+    return kobj_meta_str(o, "name");
+}
+
+const char *kobj_namespace(const json_object *o)
+{
+    return kobj_meta_str(o, "namespace");
+}
+
+const char *kobj_uid(const json_object *o)
+{
+    return kobj_meta_str(o, "uid");
+}
+
+const char *kobj_rv(const json_object *o)
+{
+    return kobj_meta_str(o, "resourceVersion");
+}
+
+bool kobj_deleting(const json_object *o)
+{
+    return kobj_get(kobj_meta(o), "deletionTimestamp") != NULL;
+}
+
+const char *kobj_annotation(const json_object *o, const char *key)
+{
+    return kobj_str(kobj_obj(kobj_meta(o), "annotations"), key);
+}
+
+const char *kobj_label(const json_object *o, const char *key)
+{
+    return kobj_str(kobj_obj(kobj_meta(o), "labels"), key);
+}
+
+int kobj_finalizer_index(const json_object *o, const char *fin)
+{
+    json_object *fl = kobj_arr(kobj_meta(o), "finalizers");
+    size_t n = kobj_len(fl);
+    if (!fin)
+        return -1;
+    for (size_t i = 0; i < n && i <= (size_t)INT32_MAX; i++) {
+        const char *s = kobj_str_at(fl, i);
+        if (s && strcmp(s, fin) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+bool kobj_has_finalizer(const json_object *o, const char *fin)
+{
+    return kobj_finalizer_index(o, fin) >= 0;
+}
+
+/* ---- setters --------------------------------------------------------------------- */
+
+json_object *kobj_ensure_obj(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (!key || !kobj_typed(o, json_type_object))
+        return NULL;
+    if (json_object_object_get_ex(o, key, &v) && v)
+        return kobj_typed(v, json_type_object);
+    v = json_object_new_object();
+    if (!v || json_object_object_add(o, key, v) != 0) {
+        json_object_put(v);
+        return NULL;
+    }
+    return v;
+}
+
+int kobj_set(json_object *o, const char *key, json_object *val)
+{
+    if (!key || !kobj_typed(o, json_type_object) || o == val) {
+        json_object_put(val);
+        return -EINVAL;
+    }
+    if (json_object_object_add(o, key, val) != 0) {
+        json_object_put(val);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int kobj_set_str(json_object *o, const char *key, const char *s)
+{
+    if (!s)
+        return -EINVAL;
+    return kobj_set(o, key, json_object_new_string(s));
+}
+
+static int set_meta_map(json_object *o, const char *map, const char *key, const char *value)
+{
+    json_object *m = kobj_ensure_obj(kobj_ensure_obj(o, "metadata"), map);
+    if (!m || !key || !value)
+        return -EINVAL;
+    return kobj_set_str(m, key, value);
+}
+
+int kobj_set_annotation(json_object *o, const char *key, const char *value)
+{
+    return set_meta_map(o, "annotations", key, value);
+}
+
+int kobj_set_label(json_object *o, const char *key, const char *value)
+{
+    return set_meta_map(o, "labels", key, value);
+}
+
+void kobj_del(json_object *o, const char *key)
+{
+    if (key && kobj_typed(o, json_type_object))
+        json_object_object_del(o, key);
+}
+
+/* ---- JSON patches ---------------------------------------------------------------- */
+
+/* Appends {"op":op,"path":path[,"value":value]} to `ops`; owns `value`.
+ * A JSON null value is written when `with_value` and value == NULL. */
+static void patch_op(json_object *ops, const char *op, const char *path, bool with_value,
+                     json_object *value)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "op", json_object_new_string(op));
+    json_object_object_add(o, "path", json_object_new_string(path));
+    if (with_value)
+        json_object_object_add(o, "value", value);
+    json_object_array_add(ops, o);
+}
+
+static char *patch_text(json_object *ops)
+{
+    char *s = util_strdup(json_object_to_json_string_ext(ops, KOBJ_TEXT_FLAGS));
+    json_object_put(ops);
+    return s;
+}
+
+char *kobj_patch_add_finalizer(const json_object *o, const char *fin, bool test_rv)
+{
+    json_object *meta = kobj_meta(o);
+    json_object *fl = kobj_get(meta, "finalizers");
+    const char *rv = kobj_rv(o);
+    if (!meta || !fin || (fl && !json_object_is_type(fl, json_type_array)) || (test_rv && !rv))
+        return NULL;
+    json_object *ops = json_object_new_array();
+    if (test_rv)
+        patch_op(ops, "test", "/metadata/resourceVersion", true, json_object_new_string(rv));
+    if (fl) {
+        patch_op(ops, "add", "/metadata/finalizers/-", true, json_object_new_string(fin));
+    } else {
+        if (!test_rv)
+            patch_op(ops, "test", "/metadata/finalizers", true, NULL);
+        json_object *list = json_object_new_array();
+        json_object_array_add(list, json_object_new_string(fin));
+        patch_op(ops, "add", "/metadata/finalizers", true, list);
+    }
+    return patch_text(ops);
+}
+
+char *kobj_patch_remove_finalizer_at(int i, const char *fin)
+{
+    if (i < 0 || !fin)
+        return NULL;
+    char path[64];
+    snprintf(path, sizeof(path), "/metadata/finalizers/%d", i);
+    json_object *ops = json_object_new_array();
+    patch_op(ops, "test", path, true, json_object_new_string(fin));
+    patch_op(ops, "remove", path, false, NULL);
+    return patch_text(ops);
+}
+
+char *kobj_patch_remove_finalizer(const json_object *o, const char *fin)
+{
+    return kobj_patch_remove_finalizer_at(kobj_finalizer_index(o, fin), fin);
+}
+
+char *kobj_pointer_escape(const char *segment)
+{
+    if (!segment)
+        return NULL;
+    size_t n = strlen(segment), extra = 0;
+    for (size_t i = 0; i < n; i++)
+        extra += segment[i] == '~' || segment[i] == '/';
+    char *out = util_calloc(n + extra + 1, 1);
+    char *p = out;
+    for (size_t i = 0; i < n; i++) {
+        if (segment[i] == '~') {
+            *p++ = '~';
+            *p++ = '0';
+        } else if (segment[i] == '/') {
+            *p++ = '~';
+            *p++ = '1';
+        } else {
+            *p++ = segment[i];
+        }
+    }
+    return out;
+}
