@@ -1,0 +1,123 @@
+/*
+ * kobj: reading and patching Kubernetes objects held as json-c trees.
+ *
+ * Everything a sidecar reads comes from the API server, the driver or a
+ * file, so no value is trusted to have the type the schema promises. Every
+ * getter here checks the JSON type before it touches a value and answers
+ * NULL (or the given default) for a missing key, a JSON null and a value of
+ * the wrong type alike, which is Go's zero value for the field. Every setter
+ * checks the type of each container it writes into and refuses (-EINVAL)
+ * rather than let json-c assert on, say, a `metadata` that is a string.
+ *
+ * The JSON-patch builders return RFC 6902 texts for the finalizer changes
+ * every controller makes: values are escaped by json-c, never pasted into a
+ * format string.
+ *
+ * This module holds no state; all functions are thread-safe on distinct
+ * objects and on the same object for readers.
+ */
+#ifndef CSISIDECAR_KOBJ_H
+#define CSISIDECAR_KOBJ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+/* ---- typed getters ---------------------------------------------------------- */
+
+/* `o` itself when it is of type `t`, else NULL (also for o == NULL). */
+json_object *kobj_typed(const json_object *o, json_type t);
+/* Member `key` of the object `o` whatever its type (NULL when `o` is no
+ * object, the key is missing or its value is JSON null). */
+json_object *kobj_get(const json_object *o, const char *key);
+/* Member `key` when it is an object / array / string, else NULL. */
+json_object *kobj_obj(const json_object *o, const char *key);
+json_object *kobj_arr(const json_object *o, const char *key);
+const char *kobj_str(const json_object *o, const char *key);
+/* Member `key` when it is a boolean, else `dflt`. */
+bool kobj_bool(const json_object *o, const char *key, bool dflt);
+/* Member `key` when it is an integer (a double with an integral value in
+ * range counts too): 0 and *out set; -ENOENT when missing or null; -EINVAL
+ * for another type. */
+int kobj_int64(const json_object *o, const char *key, int64_t *out);
+
+/* Walks a dot-separated path of object members ("spec.csi.volumeHandle"):
+ * NULL when a step is missing, null or not an object (the last step may be
+ * any type). */
+json_object *kobj_path(const json_object *o, const char *path);
+/* The string at `path`, or NULL. */
+const char *kobj_path_str(const json_object *o, const char *path);
+
+/* Arrays: the length (0 when `a` is no array) and item i (NULL when `a` is
+ * no array, i is out of range or the item is null). */
+size_t kobj_len(const json_object *a);
+json_object *kobj_at(const json_object *a, size_t i);
+/* Item i when it is a string, else NULL. */
+const char *kobj_str_at(const json_object *a, size_t i);
+
+/* ---- metadata ------------------------------------------------------------------ */
+
+json_object *kobj_meta(const json_object *o);                  /* metadata, or NULL */
+const char *kobj_meta_str(const json_object *o, const char *key); /* metadata.<key> string */
+const char *kobj_name(const json_object *o);
+const char *kobj_namespace(const json_object *o);
+const char *kobj_uid(const json_object *o);
+const char *kobj_rv(const json_object *o); /* metadata.resourceVersion */
+/* True when metadata.deletionTimestamp is set (any non-null value). */
+bool kobj_deleting(const json_object *o);
+const char *kobj_annotation(const json_object *o, const char *key);
+const char *kobj_label(const json_object *o, const char *key);
+
+/* Index of `fin` in metadata.finalizers, or -1 (non-string items are
+ * skipped, never compared). */
+int kobj_finalizer_index(const json_object *o, const char *fin);
+bool kobj_has_finalizer(const json_object *o, const char *fin);
+
+/* ---- setters --------------------------------------------------------------------- */
+
+/*
+ * Member `key` of `o` as an object, created (empty) when missing or null.
+ * NULL when `o` is no object or `key` holds a value of another type: the
+ * caller reports the object as malformed instead of overwriting data.
+ */
+json_object *kobj_ensure_obj(json_object *o, const char *key);
+/* Sets member `key` of the object `o` to `val`, taking ownership of `val`
+ * in every case (it is released on failure). -EINVAL when `o` is no object. */
+int kobj_set(json_object *o, const char *key, json_object *val);
+int kobj_set_str(json_object *o, const char *key, const char *s);
+/* metadata.annotations[key] / metadata.labels[key] = value, creating the
+ * maps as needed; -EINVAL when `o`, metadata or the map has a wrong type. */
+int kobj_set_annotation(json_object *o, const char *key, const char *value);
+int kobj_set_label(json_object *o, const char *key, const char *value);
+/* Deletes member `key` when `o` is an object (a no-op otherwise). */
+void kobj_del(json_object *o, const char *key);
+
+/* ---- JSON patches (RFC 6902), malloc'ed texts ------------------------------------ */
+
+/*
+ * Adds `fin` to metadata.finalizers of the object whose cached state is `o`:
+ * `add /metadata/finalizers/-` when the list exists; when it is absent or
+ * null, `add` of the whole list `[fin]`, guarded (without `test_rv`) by a
+ * `test` that the list is still null, as upstream's attacher does (the API
+ * server's `test` treats a missing member as null). With `test_rv`, a
+ * leading `test` of metadata.resourceVersion makes the patch fail (422)
+ * when the object changed since it was read. NULL when `o` has no metadata
+ * object, its finalizers are neither an array nor absent/null, or `test_rv`
+ * is set and it has no resourceVersion.
+ */
+char *kobj_patch_add_finalizer(const json_object *o, const char *fin, bool test_rv);
+/*
+ * `test /metadata/finalizers/<i> == fin` then `remove` of that entry: safe
+ * against concurrent changes to the list (a stale index fails the test).
+ */
+char *kobj_patch_remove_finalizer_at(int i, const char *fin);
+/* The same for the index of `fin` in `o`; NULL when `o` lacks it. */
+char *kobj_patch_remove_finalizer(const json_object *o, const char *fin);
+
+/* RFC 6901 escaping of one path segment ("~" -> "~0", "/" -> "~1"); the
+ * caller frees. For annotation and label keys in patch paths. */
+char *kobj_pointer_escape(const char *segment);
+
+#endif
