@@ -9,6 +9,10 @@
 # (end-to-end scripts that print their own "N passed, N failed" line). A suite
 # that crashes, exits non-zero without saying why, or whose output (its own or
 # its children's) holds a sanitizer report counts as a failure.
+#
+# Suites run TEST_JOBS at a time (default 3): most of an end-to-end suite's
+# time is spent waiting on other processes, so a few in parallel keep two
+# cores busy. The longest suites start first; lint runs beside them.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,21 +27,31 @@ else
   B=${1:-build}
   FILTER=${2:-}
 fi
+JOBS=${TEST_JOBS:-3}
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=86}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=87}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-exitcode=88}
 
-passed=0
-failed=0
-failed_suites=()
+RESULTS=$(mktemp -d)
+trap 'rm -rf "$RESULTS"' EXIT
+declare -a QUEUE=() # "label<TAB>log<TAB>build<TAB>command..." in start order
+declare -a ORDER=()
 
-run_suite() {
-  local name=$1; shift
-  local log="$LOGDIR/${name//\//_}.log"
+# queue LABEL LOG BUILD COMMAND...: adds a suite to run.
+queue() {
+  local label=$1 log=$2 build=$3
+  shift 3
+  QUEUE+=("$(printf '%s\t%s\t%s\t%s' "$label" "$log" "$build" "$(printf '%q ' "$@")")")
+}
+
+# Runs one suite (in a background job) and writes its result file:
+# "passed failed why seconds".
+run_one() {
+  local idx=$1 label=$2 log=$3 build=$4 cmd=$5
   mkdir -p "$(dirname "$log")"
   local start=$SECONDS
-  "$@" >"$log" 2>&1 </dev/null
+  CSI_BUILD_DIR="$build" eval "$cmd" >"$log" 2>&1 </dev/null
   local rc=$?
   local p f
   p=$(grep -Eo '^\[  PASSED  \] [0-9]+' "$log" | awk '{s+=$NF} END {print s+0}')
@@ -60,44 +74,80 @@ run_suite() {
   elif [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
     p=1 # a check without test counts (lint) passed as a whole
   fi
-  passed=$((passed + p))
-  failed=$((failed + f))
+  printf '%s %s %s %s\n' "$p" "$f" "$((SECONDS - start))" "$why" >"$RESULTS/$idx"
   if [ "$f" -gt 0 ]; then
-    failed_suites+=("$name")
-    echo "FAIL $name: $p passed, $f failed${why:+ ($why)} ($((SECONDS - start)) s) -- log: $log"
-    grep -E '^\[  (FAILED|  ERROR)|^\[  ERROR|error:|Assert|ERROR: |runtime error' "$log" | head -n 20 | sed 's/^/    /'
+    {
+      echo "FAIL $label: $p passed, $f failed${why:+ ($why)} ($((SECONDS - start)) s) -- log: $log"
+      grep -E '^\[  (FAILED|  ERROR)|^\[  ERROR|error:|Assert|ERROR: |runtime error|^FAIL ' "$log" |
+        head -n 20 | sed 's/^/    /'
+    } >"$RESULTS/$idx.msg"
   else
-    echo "ok   $name: $p passed ($((SECONDS - start)) s)"
+    echo "ok   $label: $p passed ($((SECONDS - start)) s)" >"$RESULTS/$idx.msg"
   fi
+  cat "$RESULTS/$idx.msg"
 }
 
-run_tree() {
+queue_tree() {
   local b=$1 label=$2
-  export CSI_BUILD_DIR="$b"
-  LOGDIR="$b/test-logs"
-  mkdir -p "$LOGDIR"
-  for t in "$b"/tests/*/test_*; do
-    [ -x "$t" ] || continue
-    local name=${t#"$b"/tests/}
-    [ -n "$FILTER" ] && [[ "$name" != *$FILTER* ]] && continue
-    run_suite "$label$name" "$t"
-  done
+  local logdir="$b/test-logs"
+  mkdir -p "$logdir"
+  local t name
+  # Scripts first: they are the long ones.
   for t in "$ROOT"/tests/*/test_*.sh; do
     [ -f "$t" ] || continue
-    local name=${t#"$ROOT"/tests/}
+    name=${t#"$ROOT"/tests/}
     [ -n "$FILTER" ] && [[ "$name" != *$FILTER* ]] && continue
-    run_suite "$label$name" bash "$t" "$b"
+    queue "$label$name" "$logdir/${name//\//_}.log" "$b" bash "$t" "$b"
+  done
+  for t in "$b"/tests/*/test_*; do
+    [ -x "$t" ] || continue
+    name=${t#"$b"/tests/}
+    [ -n "$FILTER" ] && [[ "$name" != *$FILTER* ]] && continue
+    queue "$label$name" "$logdir/${name//\//_}.log" "$b" "$t"
   done
 }
 
 if [ "$ALL" -eq 1 ]; then
-  run_tree "$B" ""
-  run_tree "$SAN_B" "asan+ubsan: "
-  LOGDIR="$B/test-logs"
-  run_suite "valgrind: csi/test_csi_client" "$ROOT/tests/valgrind.sh" "$B"
-  run_suite "lint" make -C "$ROOT" --no-print-directory lint B="$B"
+  # lint is the longest single job: start it first, beside the suites.
+  queue "lint" "$B/test-logs/lint.log" "$B" make -C "$ROOT" --no-print-directory lint B="$B"
+  queue_tree "$SAN_B" "asan+ubsan: "
+  queue_tree "$B" ""
+  queue "valgrind: csi/test_csi_client" "$B/test-logs/valgrind.log" "$B" "$ROOT/tests/valgrind.sh" "$B"
 else
-  run_tree "$B" ""
+  queue_tree "$B" ""
+fi
+
+running=0
+for i in "${!QUEUE[@]}"; do
+  IFS=$'\t' read -r label log build cmd <<<"${QUEUE[$i]}"
+  ORDER+=("$i")
+  while [ "$running" -ge "$JOBS" ]; do
+    wait -n
+    running=$((running - 1))
+  done
+  run_one "$i" "$label" "$log" "$build" "$cmd" &
+  running=$((running + 1))
+done
+wait
+
+passed=0
+failed=0
+for i in "${ORDER[@]}"; do
+  if [ ! -f "$RESULTS/$i" ]; then
+    failed=$((failed + 1))
+    IFS=$'\t' read -r label _ <<<"${QUEUE[$i]}"
+    echo "FAIL $label: no result"
+    continue
+  fi
+  read -r p f _ <"$RESULTS/$i"
+  passed=$((passed + p))
+  failed=$((failed + f))
+done
+if [ "$failed" -gt 0 ]; then
+  echo "---- failed suites"
+  for i in "${ORDER[@]}"; do
+    [ -f "$RESULTS/$i.msg" ] && grep -q '^FAIL' "$RESULTS/$i.msg" && cat "$RESULTS/$i.msg"
+  done
 fi
 
 echo "$passed passed, $failed failed"
