@@ -309,6 +309,32 @@ char *kobj_patch_remove_finalizer(const json_object *o, const char *fin)
     return kobj_patch_remove_finalizer_at(kobj_finalizer_index(o, fin), fin);
 }
 
+char *kobj_patch_set_annotation(const json_object *o, const char *key, const char *value,
+                                bool test_rv)
+{
+    json_object *meta = kobj_meta(o);
+    json_object *ann = kobj_get(meta, "annotations");
+    const char *rv = kobj_rv(o);
+    if (!meta || !key || !value || (ann && !json_object_is_type(ann, json_type_object)) ||
+        (test_rv && !rv))
+        return NULL;
+    json_object *ops = json_object_new_array();
+    if (test_rv)
+        patch_op(ops, "test", "/metadata/resourceVersion", true, json_object_new_string(rv));
+    if (ann) {
+        char *seg = kobj_pointer_escape(key);
+        char *path = util_asprintf("/metadata/annotations/%s", seg);
+        patch_op(ops, "add", path, true, json_object_new_string(value));
+        free(path);
+        free(seg);
+    } else {
+        json_object *map = json_object_new_object();
+        json_object_object_add(map, key, json_object_new_string(value));
+        patch_op(ops, "add", "/metadata/annotations", true, map);
+    }
+    return patch_text(ops);
+}
+
 char *kobj_pointer_escape(const char *segment)
 {
     if (!segment)

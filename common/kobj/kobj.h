@@ -59,7 +59,7 @@ const char *kobj_str_at(const json_object *a, size_t i);
 
 /* ---- metadata ------------------------------------------------------------------ */
 
-json_object *kobj_meta(const json_object *o);                  /* metadata, or NULL */
+json_object *kobj_meta(const json_object *o);                     /* metadata, or NULL */
 const char *kobj_meta_str(const json_object *o, const char *key); /* metadata.<key> string */
 const char *kobj_name(const json_object *o);
 const char *kobj_namespace(const json_object *o);
@@ -115,6 +115,16 @@ char *kobj_patch_add_finalizer(const json_object *o, const char *fin, bool test_
 char *kobj_patch_remove_finalizer_at(int i, const char *fin);
 /* The same for the index of `fin` in `o`; NULL when `o` lacks it. */
 char *kobj_patch_remove_finalizer(const json_object *o, const char *fin);
+
+/*
+ * Sets metadata.annotations[key] = value: `add` of that one entry when the
+ * map exists, of the whole map {key: value} when it is absent or null; with
+ * `test_rv` behind a `test` of metadata.resourceVersion. NULL when `o` has
+ * no metadata object, the map has another type, or `test_rv` is set and it
+ * has no resourceVersion.
+ */
+char *kobj_patch_set_annotation(const json_object *o, const char *key, const char *value,
+                                bool test_rv);
 
 /* RFC 6901 escaping of one path segment ("~" -> "~0", "/" -> "~1"); the
  * caller frees. For annotation and label keys in patch paths. */

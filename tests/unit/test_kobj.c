@@ -480,6 +480,36 @@ static void test_patch_remove_finalizer(void **state)
     json_object_put(o);
 }
 
+static const struct patch_row ann_rows[] = {
+    {"map present, rv", "{`metadata`:{`resourceVersion`:`5`,`annotations`:{`x`:`y`}}}", true,
+     "[{`op`:`test`,`path`:`/metadata/resourceVersion`,`value`:`5`},"
+     "{`op`:`add`,`path`:`/metadata/annotations/a.io~1k~0e`,`value`:`v\\`}]"},
+    {"map absent, rv", "{`metadata`:{`resourceVersion`:`5`}}", true,
+     "[{`op`:`test`,`path`:`/metadata/resourceVersion`,`value`:`5`},"
+     "{`op`:`add`,`path`:`/metadata/annotations`,`value`:{`a.io/k~e`:`v\\`}}]"},
+    {"map null, no rv test", "{`metadata`:{`annotations`:null}}", false,
+     "[{`op`:`add`,`path`:`/metadata/annotations`,`value`:{`a.io/k~e`:`v\\`}}]"},
+    {"map a string", "{`metadata`:{`annotations`:`x`,`resourceVersion`:`5`}}", true, NULL},
+    {"map an array", "{`metadata`:{`annotations`:[]}}", false, NULL},
+    {"rv wanted but missing", "{`metadata`:{}}", true, NULL},
+    {"metadata an array", "{`metadata`:[]}", false, NULL},
+};
+
+static void test_patch_set_annotation_texts(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_ROWS(ann_rows); i++) {
+        const struct patch_row *r = &ann_rows[i];
+        json_object *o = J(r->json);
+        char *got = kobj_patch_set_annotation(o, "a.io/k~e", "v\\", r->test_rv);
+        char *want = r->want ? T(r->want) : NULL;
+        expect_str(r->name, got, want);
+        free(got);
+        free(want);
+        json_object_put(o);
+    }
+}
+
 static const struct esc_row {
     const char *in, *want;
 } esc_rows[] = {
@@ -519,6 +549,7 @@ int main(void)
         cmocka_unit_test(test_patch_add_finalizer_texts),
         cmocka_unit_test(test_patch_values_are_escaped),
         cmocka_unit_test(test_patch_remove_finalizer),
+        cmocka_unit_test(test_patch_set_annotation_texts),
         cmocka_unit_test(test_pointer_escape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
