@@ -550,7 +550,8 @@ json_object *nodereg_csinode_new(const json_object *node, const nodereg_driver *
     json_object_object_add(o, "metadata", meta);
     json_object *spec = json_object_new_object();
     json_object *list = json_object_new_array();
-    json_object_array_add(list, nodereg_csinode_entry(d));
+    if (d)
+        json_object_array_add(list, nodereg_csinode_entry(d));
     json_object_object_add(spec, "drivers", list);
     json_object_object_add(o, "spec", spec);
     return o;

@@ -112,8 +112,9 @@ bool nodereg_csinode_entry_matches(const json_object *have, const nodereg_driver
 int nodereg_csinode_patch(const json_object *csinode, const nodereg_driver *d, bool install,
                           const char *migrated, char **patch, bool *again);
 
-/* A CSINode for `node` holding the entry of `d`, owned by the Node (the
- * kubelet's ownerReference), with the `migrated` annotation when given. */
+/* A CSINode for `node` holding the entry of `d` (none when NULL: what the
+ * kubelet creates at start), owned by the Node (the kubelet's
+ * ownerReference), with the `migrated` annotation when given. */
 json_object *nodereg_csinode_new(const json_object *node, const nodereg_driver *d,
                                  const char *migrated);
 
