@@ -33,6 +33,7 @@
 #include <json-c/linkhash.h>
 
 #include "provisioner.h"
+#include "kobj/kobj.h"
 
 #include "wq/wq.h"
 
@@ -61,27 +62,6 @@ struct prov_cap {
     obs_metric *goal, *current, *obsolete;
     char *collection; /* the objects' collection path */
 };
-
-/* ---- small JSON helpers ------------------------------------------------------ */
-
-static json_object *jget(const json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
-        return NULL;
-    return v;
-}
-
-static const char *jstr(const json_object *o, const char *key)
-{
-    json_object *v = jget(o, key);
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
-static const char *meta(const json_object *o, const char *key)
-{
-    return jstr(jget(o, "metadata"), key);
-}
 
 /* ---- segments and classes ------------------------------------------------------ */
 
@@ -191,7 +171,7 @@ struct seg_build {
 static void add_node_segment(void *ud, json_object *csinode)
 {
     struct seg_build *b = ud;
-    json_object *node = kube_informer_get(b->c->nodes, NULL, meta(csinode, "name"));
+    json_object *node = kube_informer_get(b->c->nodes, NULL, kobj_name(csinode));
     char *seg = NULL;
     if (prov_cap_node_segment(b->c->cc.driver_name, csinode, node, &seg) == 0) {
         if (lh_table_lookup_entry(b->set, seg))
@@ -254,10 +234,10 @@ static int sync_topology(prov_cap *c)
         else if (cmp > 0)
             removed++;
         for (size_t k = 0; changed && k < classes.n; k++) {
-            if (!jstr(classes.v[k], "provisioner") ||
-                strcmp(jstr(classes.v[k], "provisioner"), c->cc.driver_name) != 0)
+            if (!kobj_str(classes.v[k], "provisioner") ||
+                strcmp(kobj_str(classes.v[k], "provisioner"), c->cc.driver_name) != 0)
                 continue;
-            char *key = prov_cap_key(meta(classes.v[k], "name"), changed);
+            char *key = prov_cap_key(kobj_name(classes.v[k]), changed);
             wq_add(c->q, key);
             free(key);
         }
@@ -341,7 +321,7 @@ static int get_capacity(prov_cap *c, const json_object *sc, const char *segment,
 {
     Csi__V1__GetCapacityRequest req = CSI__V1__GET_CAPACITY_REQUEST__INIT;
     /* Upstream sends the class parameters as they are, reserved keys too. */
-    json_object *params = jget(sc, "parameters");
+    json_object *params = kobj_get(sc, "parameters");
     size_t np = params && json_object_is_type(params, json_type_object)
                     ? (size_t)json_object_object_length(params)
                     : 0;
@@ -353,7 +333,9 @@ static int get_capacity(prov_cap *c, const json_object *sc, const char *segment,
             Csi__V1__GetCapacityRequest__ParametersEntry *e = &entries[req.n_parameters];
             csi__v1__get_capacity_request__parameters_entry__init(e);
             e->key = k;
-            e->value = (char *)json_object_get_string(v);
+            /* Go decodes a null value as "", another type not at all. */
+            json_object *sv = kobj_typed(v, json_type_string);
+            e->value = sv ? (char *)json_object_get_string(sv) : "";
             ptrs[req.n_parameters++] = e;
         }
     }
@@ -366,8 +348,8 @@ static int get_capacity(prov_cap *c, const json_object *sc, const char *segment,
     free(ptrs);
     free(entries);
     if (rc < 0)
-        return util_err_set(rc, "CSI GetCapacity for class %s, segment {%s}: %s: %s",
-                            meta(sc, "name"), segment, csi_code_name(st.code), st.message);
+        return util_err_set(rc, "CSI GetCapacity for class %s, segment {%s}: %s: %s", kobj_name(sc),
+                            segment, csi_code_name(st.code), st.message);
     *avail = resp->available_capacity;
     *has_max = resp->maximum_volume_size != NULL;
     *max = *has_max ? resp->maximum_volume_size->value : 0;
@@ -398,19 +380,19 @@ static int write_item(prov_cap *c, const char *key, const char *segment, const j
             rc = kube_create(c->o.kube, c->collection, obj, &r);
         json_object_put(obj);
         if (rc == 0) {
-            obs_v(4, "capacity: created %s for %s", meta(r.body, "name"), key);
+            obs_v(4, "capacity: created %s for %s", kobj_name(r.body), key);
         } else {
             set_pending(c, key, false);
             util_err_set(rc, "create CSIStorageCapacity for %s: %s", key, r.message);
         }
     } else if (act == PROV_CAP_UPDATE) {
-        char *path = util_asprintf("%s/%s", c->collection, meta(existing, "name"));
+        char *path = util_asprintf("%s/%s", c->collection, kobj_name(existing));
         rc = kube_patch(c->o.kube, path, KUBE_PATCH_MERGE, patch, &r);
         if (rc < 0)
-            util_err_set(rc, "update CSIStorageCapacity %s for %s: %s", meta(existing, "name"), key,
+            util_err_set(rc, "update CSIStorageCapacity %s for %s: %s", kobj_name(existing), key,
                          r.message);
         else
-            obs_v(4, "capacity: updated %s for %s", meta(existing, "name"), key);
+            obs_v(4, "capacity: updated %s for %s", kobj_name(existing), key);
         free(path);
     }
     kube_resp_clear(&r);
@@ -421,7 +403,7 @@ static int write_item(prov_cap *c, const char *key, const char *segment, const j
 static const json_object *find_name(const struct objs *o, const char *name)
 {
     for (size_t i = 0; i < o->n; i++) {
-        const char *n = meta(o->v[i], "name");
+        const char *n = kobj_name(o->v[i]);
         if (n && strcmp(n, name) == 0)
             return o->v[i];
     }
@@ -547,9 +529,9 @@ static void csc_updated(void *ud, json_object *old, json_object *obj)
 static void class_changed(void *ud, json_object *sc)
 {
     prov_cap *c = ud;
-    const char *prov = jstr(sc, "provisioner");
+    const char *prov = kobj_str(sc, "provisioner");
     if (prov && strcmp(prov, c->cc.driver_name) == 0)
-        enqueue_class(c, meta(sc, "name"));
+        enqueue_class(c, kobj_name(sc));
 }
 
 static void class_updated(void *ud, json_object *old, json_object *sc)
@@ -568,15 +550,15 @@ static void topology_changed(void *ud, json_object *obj)
  * real cluster: only its labels, and our entry of a CSINode, matter. */
 static void node_updated(void *ud, json_object *old, json_object *obj)
 {
-    json_object *a = jget(jget(old, "metadata"), "labels");
-    json_object *b = jget(jget(obj, "metadata"), "labels");
+    json_object *a = kobj_path(old, "metadata.labels");
+    json_object *b = kobj_path(obj, "metadata.labels");
     if (!(a == b || (a && b && json_object_equal(a, b))))
         topology_changed(ud, obj);
 }
 
 static void csinode_updated(void *ud, json_object *old, json_object *obj)
 {
-    json_object *a = jget(old, "spec"), *b = jget(obj, "spec");
+    json_object *a = kobj_get(old, "spec"), *b = kobj_get(obj, "spec");
     if (!(a == b || (a && b && json_object_equal(a, b))))
         topology_changed(ud, obj);
 }
@@ -610,7 +592,7 @@ static void slim_node(void *ud, json_object *obj)
     static const char *const top[] = {"metadata", NULL};
     static const char *const m[] = {"name", "labels", "resourceVersion", NULL};
     keep_only(obj, top);
-    keep_only(jget(obj, "metadata"), m);
+    keep_only(kobj_get(obj, "metadata"), m);
 }
 
 static void slim_csinode(void *ud, json_object *obj)
@@ -619,18 +601,18 @@ static void slim_csinode(void *ud, json_object *obj)
     static const char *const top[] = {"metadata", "spec", NULL};
     static const char *const m[] = {"name", "resourceVersion", NULL};
     keep_only(obj, top);
-    keep_only(jget(obj, "metadata"), m);
-    json_object *drivers = jget(jget(obj, "spec"), "drivers");
-    if (!drivers || !json_object_is_type(drivers, json_type_array))
+    keep_only(kobj_get(obj, "metadata"), m);
+    json_object *drivers = kobj_arr(kobj_get(obj, "spec"), "drivers");
+    if (!drivers)
         return;
     json_object *ours = json_object_new_array();
-    for (size_t i = 0; i < json_object_array_length(drivers); i++) {
-        json_object *d = json_object_array_get_idx(drivers, i);
-        const char *name = jstr(d, "name");
+    for (size_t i = 0; i < kobj_len(drivers); i++) {
+        json_object *d = kobj_at(drivers, i);
+        const char *name = kobj_str(d, "name");
         if (name && strcmp(name, c->cc.driver_name) == 0)
             json_object_array_add(ours, json_object_get(d));
     }
-    json_object_object_add(jget(obj, "spec"), "drivers", ours);
+    kobj_set(kobj_get(obj, "spec"), "drivers", ours);
 }
 
 static void slim_class(void *ud, json_object *obj)
@@ -640,7 +622,7 @@ static void slim_class(void *ud, json_object *obj)
                                       NULL};
     static const char *const m[] = {"name", "resourceVersion", NULL};
     keep_only(obj, top);
-    keep_only(jget(obj, "metadata"), m);
+    keep_only(kobj_get(obj, "metadata"), m);
 }
 
 /* What sync and the diff read; the rest (managedFields, timestamps, uid,
@@ -653,7 +635,7 @@ static void slim_csc(void *ud, json_object *obj)
     static const char *const m[] = {"name",   "namespace",       "resourceVersion",
                                     "labels", "ownerReferences", NULL};
     keep_only(obj, top);
-    keep_only(jget(obj, "metadata"), m);
+    keep_only(kobj_get(obj, "metadata"), m);
 }
 
 static void index_item(const json_object *obj, void (*add)(void *ctx, const char *key), void *ctx)
@@ -836,7 +818,7 @@ void prov_cap_volume_changed(void *cap, const char *sc_name, const json_object *
         for (size_t k = 0; k < classes.n; k++) {
             if (!prov_cap_class_wanted(&c->cc, classes.v[k]))
                 continue;
-            char *key = prov_cap_key(meta(classes.v[k], "name"), segs[i]);
+            char *key = prov_cap_key(kobj_name(classes.v[k]), segs[i]);
             wq_add(c->q, key);
             free(key);
         }

@@ -16,22 +16,9 @@
 #include <string.h>
 
 #include "provisioner.h"
+#include "kobj/kobj.h"
 
 /* ---- small helpers ----------------------------------------------------------- */
-
-static json_object *jget(const json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
-        return NULL;
-    return v;
-}
-
-static const char *jstr(const json_object *o, const char *key)
-{
-    json_object *v = jget(o, key);
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
 
 static bool streq(const char *a, const char *b)
 {
@@ -86,49 +73,45 @@ static void each_pair(const char *segment,
 
 bool prov_cap_class_wanted(const prov_cap_config *cc, const json_object *sc)
 {
-    if (!streq(jstr(sc, "provisioner"), cc->driver_name))
+    if (!streq(kobj_str(sc, "provisioner"), cc->driver_name))
         return false;
     /* An unset mode is Immediate, the API server's default. */
-    return streq(jstr(sc, "volumeBindingMode"), "WaitForFirstConsumer") || cc->immediate_binding;
+    return streq(kobj_str(sc, "volumeBindingMode"), "WaitForFirstConsumer") ||
+           cc->immediate_binding;
 }
 
 int prov_cap_node_segment(const char *driver, const json_object *csinode, const json_object *node,
                           char **out)
 {
     *out = NULL;
-    json_object *drivers = jget(jget(csinode, "spec"), "drivers");
-    size_t nd = drivers && json_object_is_type(drivers, json_type_array)
-                    ? json_object_array_length(drivers)
-                    : 0;
+    json_object *drivers = kobj_path(csinode, "spec.drivers");
+    size_t nd = kobj_len(drivers);
     json_object *keys = NULL;
     bool found = false;
     for (size_t i = 0; i < nd && !found; i++) {
-        json_object *d = json_object_array_get_idx(drivers, i);
-        if (streq(jstr(d, "name"), driver)) {
+        json_object *d = kobj_at(drivers, i);
+        if (streq(kobj_str(d, "name"), driver)) {
             found = true;
-            keys = jget(d, "topologyKeys");
+            keys = kobj_get(d, "topologyKeys");
         }
     }
     if (!found)
-        return util_err_set(-ENOENT, "driver %s is not on CSINode %s", driver,
-                            jstr(jget(csinode, "metadata"), "name"));
+        return util_err_set(-ENOENT, "driver %s is not on CSINode %s", driver, kobj_name(csinode));
     if (!node)
-        return util_err_set(-ENOENT, "no Node for CSINode %s",
-                            jstr(jget(csinode, "metadata"), "name"));
-    size_t nk =
-        keys && json_object_is_type(keys, json_type_array) ? json_object_array_length(keys) : 0;
-    json_object *labels = jget(jget(node, "metadata"), "labels");
+        return util_err_set(-ENOENT, "no Node for CSINode %s", kobj_name(csinode));
+    size_t nk = kobj_len(keys);
+    json_object *labels = kobj_path(node, "metadata.labels");
     kv *pairs = util_calloc(nk + 1, sizeof(*pairs));
     size_t n = 0;
     for (size_t i = 0; i < nk; i++) {
-        const char *k = json_object_get_string(json_object_array_get_idx(keys, i));
-        const char *v = jstr(labels, k);
+        const char *k = kobj_str_at(keys, i);
+        const char *v = kobj_str(labels, k);
         if (!k || !v) {
             /* kubelet recorded the key before the Node got its label: the
              * node counts once the label arrives. */
             free(pairs);
-            return util_err_set(-ENOENT, "Node %s lacks topology label %s",
-                                jstr(jget(node, "metadata"), "name"), k ? k : "");
+            return util_err_set(-ENOENT, "Node %s lacks topology label %s", kobj_name(node),
+                                k ? k : "");
         }
         bool dup = false;
         for (size_t j = 0; j < n; j++)
@@ -140,7 +123,7 @@ int prov_cap_node_segment(const char *driver, const json_object *csinode, const 
     free(pairs);
     if (!*out)
         return util_err_set(-ENOENT, "Node %s has a topology label that cannot be a segment",
-                            jstr(jget(node, "metadata"), "name"));
+                            kobj_name(node));
     return 0;
 }
 
@@ -179,7 +162,7 @@ int prov_cap_items(const prov_cap_config *cc, const char *const *segments, size_
     for (size_t i = 0; i < n_classes; i++) {
         if (!prov_cap_class_wanted(cc, classes[i]))
             continue;
-        const char *name = jstr(jget(classes[i], "metadata"), "name");
+        const char *name = kobj_name(classes[i]);
         for (size_t j = 0; name && j < n_segments; j++)
             k[m++] = prov_cap_key(name, segments[j]);
     }
@@ -198,34 +181,26 @@ void prov_cap_keys_free(char **keys, size_t n)
 
 int prov_cap_affinity_segments(const json_object *pv, char ***segs, size_t *n)
 {
-    json_object *terms =
-        jget(jget(jget(jget(pv, "spec"), "nodeAffinity"), "required"), "nodeSelectorTerms");
-    size_t nt =
-        terms && json_object_is_type(terms, json_type_array) ? json_object_array_length(terms) : 0;
+    json_object *terms = kobj_path(pv, "spec.nodeAffinity.required.nodeSelectorTerms");
+    size_t nt = kobj_len(terms);
     char **out = util_calloc(nt + 1, sizeof(void *));
     size_t m = 0;
     for (size_t i = 0; i < nt; i++) {
-        json_object *term = json_object_array_get_idx(terms, i);
-        json_object *fields = jget(term, "matchFields");
-        json_object *exprs = jget(term, "matchExpressions");
-        if (fields && json_object_is_type(fields, json_type_array) &&
-            json_object_array_length(fields) > 0)
+        json_object *term = kobj_at(terms, i);
+        json_object *fields = kobj_get(term, "matchFields");
+        json_object *exprs = kobj_get(term, "matchExpressions");
+        if (kobj_len(fields) > 0)
             continue;
-        size_t ne = exprs && json_object_is_type(exprs, json_type_array)
-                        ? json_object_array_length(exprs)
-                        : 0;
+        size_t ne = kobj_len(exprs);
         kv *pairs = util_calloc(ne + 1, sizeof(*pairs));
         bool ok = true;
         for (size_t j = 0; j < ne && ok; j++) {
-            json_object *e = json_object_array_get_idx(exprs, j);
-            json_object *values = jget(e, "values");
-            ok = streq(jstr(e, "operator"), "In") && jstr(e, "key") && values &&
-                 json_object_is_type(values, json_type_array) &&
-                 json_object_array_length(values) == 1 &&
-                 json_object_is_type(json_object_array_get_idx(values, 0), json_type_string);
+            json_object *e = kobj_at(exprs, j);
+            json_object *values = kobj_get(e, "values");
+            ok = streq(kobj_str(e, "operator"), "In") && kobj_str(e, "key") &&
+                 kobj_len(values) == 1 && kobj_str_at(values, 0);
             if (ok)
-                pairs[j] = (kv){jstr(e, "key"),
-                                json_object_get_string(json_object_array_get_idx(values, 0))};
+                pairs[j] = (kv){kobj_str(e, "key"), kobj_str_at(values, 0)};
         }
         char *seg = ok ? join_pairs(pairs, ne) : NULL;
         free(pairs);
@@ -326,22 +301,20 @@ bool prov_cap_label_value_ok(const char *v)
 
 bool prov_cap_is_managed(const prov_cap_config *cc, const json_object *csc)
 {
-    json_object *labels = jget(jget(csc, "metadata"), "labels");
-    return streq(jstr(labels, PROV_CAP_LABEL_DRIVER), cc->driver_name) &&
-           streq(jstr(labels, PROV_CAP_LABEL_MANAGED_BY), cc->managed_by);
+    json_object *labels = kobj_path(csc, "metadata.labels");
+    return streq(kobj_str(labels, PROV_CAP_LABEL_DRIVER), cc->driver_name) &&
+           streq(kobj_str(labels, PROV_CAP_LABEL_MANAGED_BY), cc->managed_by);
 }
 
 char *prov_cap_object_key(const json_object *csc)
 {
-    const char *name = jstr(jget(csc, "metadata"), "name");
-    const char *sc = jstr(csc, "storageClassName");
-    json_object *sel = jget(csc, "nodeTopology");
-    json_object *exprs = jget(sel, "matchExpressions");
-    json_object *ml = jget(sel, "matchLabels");
+    const char *name = kobj_name(csc);
+    const char *sc = kobj_str(csc, "storageClassName");
+    json_object *sel = kobj_get(csc, "nodeTopology");
+    json_object *exprs = kobj_get(sel, "matchExpressions");
+    json_object *ml = kobj_get(sel, "matchLabels");
     char *seg = NULL;
-    bool ok = sc && *sc && !strchr(sc, '/') &&
-              !(exprs && json_object_is_type(exprs, json_type_array) &&
-                json_object_array_length(exprs) > 0);
+    bool ok = sc && *sc && !strchr(sc, '/') && kobj_len(exprs) == 0;
     if (ok) {
         size_t n = ml && json_object_is_type(ml, json_type_object)
                        ? (size_t)json_object_object_length(ml)
@@ -470,14 +443,12 @@ int prov_cap_build(const prov_cap_config *cc, const char *key, int64_t capacity,
 /* Upstream's isOwnedByUs: a controller reference with the owner's UID. */
 static bool owned_by(const json_object *csc, const json_object *owner)
 {
-    const char *uid = jstr(owner, "uid");
-    json_object *refs = jget(jget(csc, "metadata"), "ownerReferences");
-    size_t n =
-        refs && json_object_is_type(refs, json_type_array) ? json_object_array_length(refs) : 0;
+    const char *uid = kobj_str(owner, "uid");
+    json_object *refs = kobj_path(csc, "metadata.ownerReferences");
+    size_t n = kobj_len(refs);
     for (size_t i = 0; i < n; i++) {
-        json_object *r = json_object_array_get_idx(refs, i);
-        json_object *ctl = jget(r, "controller");
-        if (ctl && json_object_get_boolean(ctl) && streq(jstr(r, "uid"), uid))
+        json_object *r = kobj_at(refs, i);
+        if (kobj_bool(r, "controller", false) && streq(kobj_str(r, "uid"), uid))
             return true;
     }
     return false;
@@ -486,7 +457,7 @@ static bool owned_by(const json_object *csc, const json_object *owner)
 /* Parsed value of a quantity field; false when absent or unparsable. */
 static bool field_value(const json_object *o, const char *key, int64_t *v)
 {
-    const char *s = jstr(o, key);
+    const char *s = kobj_str(o, key);
     return s && prov_quantity_parse(s, v) == 0;
 }
 
@@ -510,17 +481,16 @@ int prov_cap_decide(const prov_cap_config *cc, const json_object *existing, int6
     }
     json_object *p = json_object_new_object();
     json_object *m = json_object_new_object();
-    const char *rv = jstr(jget(existing, "metadata"), "resourceVersion");
+    const char *rv = kobj_rv(existing);
     if (rv)
         json_object_object_add(m, "resourceVersion", json_object_new_string(rv));
     if (!owned) {
         /* A merge patch replaces the list: keep the others' references. */
         json_object *refs = json_object_new_array();
-        json_object *old = jget(jget(existing, "metadata"), "ownerReferences");
-        size_t n =
-            old && json_object_is_type(old, json_type_array) ? json_object_array_length(old) : 0;
+        json_object *old = kobj_path(existing, "metadata.ownerReferences");
+        size_t n = kobj_len(old);
         for (size_t i = 0; i < n; i++)
-            json_object_array_add(refs, json_object_get(json_object_array_get_idx(old, i)));
+            json_object_array_add(refs, json_object_get(kobj_at(old, i)));
         json_object *copy = NULL;
         json_object_deep_copy((json_object *)cc->owner, &copy, NULL);
         json_object_array_add(refs, copy);
@@ -615,7 +585,7 @@ int prov_cap_diff(const prov_cap_config *cc, const char *const *desired, size_t 
     struct obj_ref *objs = util_calloc(n_existing + 1, sizeof(*objs));
     size_t m = 0;
     for (size_t i = 0; i < n_existing; i++) {
-        const char *name = jstr(jget(existing[i], "metadata"), "name");
+        const char *name = kobj_name(existing[i]);
         if (!name || !prov_cap_is_managed(cc, existing[i]))
             continue;
         objs[m++] = (struct obj_ref){prov_cap_object_key(existing[i]), name,
@@ -706,24 +676,23 @@ int prov_cap_owner_step(const json_object *obj, const char *api_version, const c
     *next_path = NULL;
     *next_api_version = NULL;
     *next_kind = NULL;
-    json_object *m = jget(obj, "metadata");
-    const char *name = jstr(m, "name"), *ns = jstr(m, "namespace"), *uid = jstr(m, "uid");
+    json_object *m = kobj_get(obj, "metadata");
+    const char *name = kobj_str(m, "name"), *ns = kobj_str(m, "namespace"),
+               *uid = kobj_str(m, "uid");
     if (!name || !uid)
         return util_err_set(-EINVAL, "%s %s has no name or uid", api_version, kind);
     if (levels <= 0) {
         *ref = owner_ref(api_version, kind, name, uid);
         return 0;
     }
-    json_object *refs = jget(m, "ownerReferences");
-    size_t n =
-        refs && json_object_is_type(refs, json_type_array) ? json_object_array_length(refs) : 0;
+    json_object *refs = kobj_get(m, "ownerReferences");
+    size_t n = kobj_len(refs);
     for (size_t i = 0; i < n; i++) {
-        json_object *r = json_object_array_get_idx(refs, i);
-        json_object *ctl = jget(r, "controller");
-        if (!ctl || !json_object_get_boolean(ctl))
+        json_object *r = kobj_at(refs, i);
+        if (!kobj_bool(r, "controller", false))
             continue;
-        const char *av = jstr(r, "apiVersion"), *k = jstr(r, "kind"), *on = jstr(r, "name"),
-                   *ou = jstr(r, "uid");
+        const char *av = kobj_str(r, "apiVersion"), *k = kobj_str(r, "kind"),
+                   *on = kobj_str(r, "name"), *ou = kobj_str(r, "uid");
         if (!av || !k || !on || !ou)
             return util_err_set(-EINVAL, "%s %s %s has an incomplete controller reference",
                                 api_version, kind, name);

@@ -28,6 +28,7 @@
 #include <json-c/linkhash.h>
 
 #include "provisioner.h"
+#include "kobj/kobj.h"
 
 #include "wq/wq.h"
 
@@ -86,60 +87,14 @@ struct prov_ctrl {
     obs_metric *delete_total, *delete_failed, *delete_seconds;
 };
 
-/* ---- small JSON helpers ------------------------------------------------------ */
-
-static json_object *jget(const json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (!o || !json_object_object_get_ex(o, key, &v))
-        return NULL;
-    return v;
-}
-
-static const char *jstr(const json_object *o, const char *key)
-{
-    json_object *v = jget(o, key);
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
-static const char *meta(const json_object *o, const char *key)
-{
-    return jstr(jget(o, "metadata"), key);
-}
-
-static const char *annotation(const json_object *o, const char *key)
-{
-    return jstr(jget(jget(o, "metadata"), "annotations"), key);
-}
-
-/* Index of `fin` in metadata.finalizers, or -1. */
-static int finalizer_index(const json_object *o, const char *fin)
-{
-    json_object *f = jget(jget(o, "metadata"), "finalizers");
-    size_t n = f && json_object_is_type(f, json_type_array) ? json_object_array_length(f) : 0;
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(json_object_get_string(json_object_array_get_idx(f, i)), fin) == 0)
-            return (int)i;
-    return -1;
-}
-
 /* ---- finalizers ----------------------------------------------------------------- */
 
 /* Adds `fin`, conditional on the resourceVersion we decided on. */
 static int add_finalizer(prov_ctrl *c, const char *path, const json_object *obj, const char *fin)
 {
-    json_object *fl = jget(jget(obj, "metadata"), "finalizers");
-    char *patch;
-    if (fl && json_object_is_type(fl, json_type_array))
-        patch = util_asprintf("[{\"op\":\"test\",\"path\":\"/metadata/resourceVersion\",\"value\":"
-                              "\"%s\"},{\"op\":\"add\",\"path\":\"/metadata/finalizers/-\","
-                              "\"value\":\"%s\"}]",
-                              meta(obj, "resourceVersion"), fin);
-    else
-        patch = util_asprintf("[{\"op\":\"test\",\"path\":\"/metadata/resourceVersion\",\"value\":"
-                              "\"%s\"},{\"op\":\"add\",\"path\":\"/metadata/finalizers\","
-                              "\"value\":[\"%s\"]}]",
-                              meta(obj, "resourceVersion"), fin);
+    char *patch = kobj_patch_add_finalizer(obj, fin, true);
+    if (!patch)
+        return util_err_set(-EINVAL, "adding finalizer %s to %s: malformed metadata", fin, path);
     kube_resp r = {0};
     int rc = kube_patch(c->o.kube, path, KUBE_PATCH_JSON, patch, &r);
     if (rc < 0)
@@ -153,15 +108,14 @@ static int add_finalizer(prov_ctrl *c, const char *path, const json_object *obj,
 static int add_finalizer_idempotent(prov_ctrl *c, const char *path, const json_object *obj,
                                     const char *fin)
 {
-    return finalizer_index(obj, fin) >= 0 ? 0 : add_finalizer(c, path, obj, fin);
+    return kobj_finalizer_index(obj, fin) >= 0 ? 0 : add_finalizer(c, path, obj, fin);
 }
 
 static int remove_at(prov_ctrl *c, const char *path, int i, const char *fin, kube_resp *r)
 {
-    char *patch = util_asprintf("[{\"op\":\"test\",\"path\":\"/metadata/finalizers/%d\","
-                                "\"value\":\"%s\"},{\"op\":\"remove\",\"path\":"
-                                "\"/metadata/finalizers/%d\"}]",
-                                i, fin, i);
+    char *patch = kobj_patch_remove_finalizer_at(i, fin);
+    if (!patch)
+        return -EINVAL;
     int rc = kube_patch(c->o.kube, path, KUBE_PATCH_JSON, patch, r);
     free(patch);
     return rc;
@@ -174,7 +128,7 @@ static int remove_at(prov_ctrl *c, const char *path, int i, const char *fin, kub
  */
 static int remove_finalizer(prov_ctrl *c, const char *path, const json_object *obj, const char *fin)
 {
-    int i = finalizer_index(obj, fin);
+    int i = kobj_finalizer_index(obj, fin);
     if (i < 0)
         return 0;
     kube_resp r = {0};
@@ -182,7 +136,7 @@ static int remove_finalizer(prov_ctrl *c, const char *path, const json_object *o
     if (rc < 0 && r.code == 422) {
         kube_resp_clear(&r);
         if (kube_get(c->o.kube, path, &r) == 0) {
-            i = finalizer_index(r.body, fin);
+            i = kobj_finalizer_index(r.body, fin);
             kube_resp_clear(&r);
             rc = i < 0 ? 0 : remove_at(c, path, i, fin, &r);
         }
@@ -223,29 +177,29 @@ static int release_claim(prov_ctrl *c, const char *path, const json_object *pvc)
 {
     int rc = remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
     if (rc == 0)
-        uid_mark(c, c->released, meta(pvc, "uid"), true);
+        uid_mark(c, c->released, kobj_uid(pvc), true);
     return rc;
 }
 
 /* True when the cached claim still shows a finalizer we already removed. */
 static bool released_already(prov_ctrl *c, const json_object *pvc)
 {
-    return uid_marked(c, c->released, meta(pvc, "uid"));
+    return uid_marked(c, c->released, kobj_uid(pvc));
 }
 
 /* ---- claims --------------------------------------------------------------------- */
 
 static char *pvc_path(const json_object *pvc)
 {
-    return kube_path(&KUBE_PVC, meta(pvc, "namespace"), meta(pvc, "name"), NULL);
+    return kube_path(&KUBE_PVC, kobj_namespace(pvc), kobj_name(pvc), NULL);
 }
 
 /* Whether this claim is ours to provision (shouldProvision, A1.5 step 2). */
 static bool should_provision(prov_ctrl *c, const json_object *pvc)
 {
-    const char *want = annotation(pvc, ANN_PROVISIONER);
+    const char *want = kobj_annotation(pvc, ANN_PROVISIONER);
     if (!want)
-        want = annotation(pvc, ANN_BETA_PROVISIONER);
+        want = kobj_annotation(pvc, ANN_BETA_PROVISIONER);
     return want && strcmp(want, c->cfg.driver_name) == 0;
 }
 
@@ -270,7 +224,7 @@ static void pick_keys(void *ud, json_object *csinode)
 {
     struct keys_pick *p = ud;
     const json_object *k = prov_csinode_keys(csinode, p->driver);
-    if (!k || json_object_array_length((json_object *)k) == 0)
+    if (kobj_len(k) == 0)
         return;
     /* Reservoir sampling: a random CSINode, as upstream picks one. */
     if (p->rnd % ++p->seen == 0) {
@@ -338,7 +292,7 @@ static int plan_request(prov_ctrl *c, const json_object *pvc, const json_object 
     }
     /* The VolumeAttributesClass the claim names becomes mutable_parameters. */
     json_object *vac = NULL;
-    const char *vac_name = jstr(jget(pvc, "spec"), "volumeAttributesClassName");
+    const char *vac_name = kobj_path_str(pvc, "spec.volumeAttributesClassName");
     if (c->cfg.vac_enabled && vac_name && *vac_name) {
         char *vpath = kube_path(&KUBE_VOLUMEATTRIBUTESCLASS, NULL, vac_name, NULL);
         kube_resp r = {0};
@@ -373,7 +327,7 @@ static int add_secrets(prov_ctrl *c, Csi__V1__CreateVolumeRequest *req, const pr
     kube_resp r = {0};
     int rc = kube_get(c->o.kube, path, &r);
     if (rc == 0)
-        rc = prov_request_set_secrets(req, jget(r.body, "data"));
+        rc = prov_request_set_secrets(req, kobj_get(r.body, "data"));
     else
         rc = util_err_set(-EREMOTEIO, "error getting secret %s in namespace %s: %s", ref->name,
                           ref->namespace, r.message);
@@ -400,7 +354,7 @@ static int delete_volume(prov_ctrl *c, const char *volume_id, const json_object 
 
 static void class_label(const json_object *sc, const char **v)
 {
-    const char *n = sc ? meta(sc, "name") : NULL;
+    const char *n = sc ? kobj_name(sc) : NULL;
     v[0] = n ? n : "";
 }
 
@@ -409,9 +363,9 @@ static void class_label(const json_object *sc, const char **v)
 /* The claim's data source: spec.dataSourceRef, else spec.dataSource. */
 static json_object *data_source(const json_object *pvc)
 {
-    json_object *spec = jget(pvc, "spec");
-    json_object *ref = jget(spec, "dataSourceRef");
-    return ref ? ref : jget(spec, "dataSource");
+    json_object *spec = kobj_get(pvc, "spec");
+    json_object *ref = kobj_get(spec, "dataSourceRef");
+    return ref ? ref : kobj_get(spec, "dataSource");
 }
 
 struct source {
@@ -471,7 +425,7 @@ static bool streq(const char *a, const char *b)
 /* spec.volumeMode, "Filesystem" when not set. */
 static const char *volume_mode(const json_object *o)
 {
-    const char *m = jstr(jget(o, "spec"), "volumeMode");
+    const char *m = kobj_path_str(o, "spec.volumeMode");
     return m && *m ? m : "Filesystem";
 }
 
@@ -485,7 +439,7 @@ static const char *volume_mode(const json_object *o)
  */
 static int resolve_clone(prov_ctrl *c, const json_object *pvc, const char *name, struct source *src)
 {
-    const char *ns = meta(pvc, "namespace");
+    const char *ns = kobj_namespace(pvc);
     json_object *spvc = cached_or_get(c, c->pvcs, &KUBE_PVC, ns, name);
     if (!spvc)
         return util_err_set(-ENOENT,
@@ -493,7 +447,7 @@ static int resolve_clone(prov_ctrl *c, const json_object *pvc, const char *name,
                             "persistentvolumeclaim \"%s\" not found",
                             name, ns, name);
     json_object *pv = NULL;
-    const char *vol = jstr(jget(spvc, "spec"), "volumeName");
+    const char *vol = kobj_path_str(spvc, "spec.volumeName");
     int64_t want = 0, have = 0;
     prov_pvc_request_bytes(pvc, &want);
     prov_pvc_request_bytes(spvc, &have);
@@ -501,13 +455,13 @@ static int resolve_clone(prov_ctrl *c, const json_object *pvc, const char *name,
     /* (the cache keeps no status: a claim is bound once it names its PV) */
     if (!vol || !*vol)
         rc = util_err_set(-EAGAIN, "the PVC DataSource %s must have a status of Bound", name);
-    else if (meta(spvc, "deletionTimestamp") && finalizer_index(spvc, CLONE_FINALIZER) < 0)
+    else if (kobj_deleting(spvc) && kobj_finalizer_index(spvc, CLONE_FINALIZER) < 0)
         rc = util_err_set(-EAGAIN, "the PVC DataSource %s is currently being deleted", name);
-    else if (!jstr(jget(spvc, "spec"), "storageClassName"))
+    else if (!kobj_path_str(spvc, "spec.storageClassName"))
         rc = util_err_set(-EINVAL, "the source PVC (%s) storageclass cannot be empty", name);
-    else if (!jstr(jget(pvc, "spec"), "storageClassName"))
+    else if (!kobj_path_str(pvc, "spec.storageClassName"))
         rc = util_err_set(-EINVAL, "the requested PVC (%s) storageclass cannot be empty",
-                          meta(pvc, "name"));
+                          kobj_name(pvc));
     else if (want < have)
         rc = util_err_set(-EINVAL,
                           "error, new PVC request must be greater than or equal in size to the "
@@ -516,18 +470,18 @@ static int resolve_clone(prov_ctrl *c, const json_object *pvc, const char *name,
     if (rc < 0)
         goto out;
     pv = cached_or_get(c, c->pvs, &KUBE_PV, NULL, vol);
-    json_object *csi = jget(jget(pv, "spec"), "csi");
-    json_object *ref = jget(jget(pv, "spec"), "claimRef");
-    const char *driver = jstr(csi, "driver"), *phase = jstr(jget(pv, "status"), "phase");
+    json_object *csi = kobj_path(pv, "spec.csi");
+    json_object *ref = kobj_path(pv, "spec.claimRef");
+    const char *driver = kobj_str(csi, "driver"), *phase = kobj_path_str(pv, "status.phase");
     const char *why = NULL;
     if (!pv)
         why = "does not exist";
-    else if (!csi || !jstr(csi, "volumeHandle"))
+    else if (!csi || !kobj_str(csi, "volumeHandle"))
         why = "is not a CSI volume";
     else if (!streq(driver, c->cfg.driver_name))
         why = "is handled by another driver";
-    else if (!streq(jstr(ref, "uid"), meta(spvc, "uid")) || !streq(jstr(ref, "namespace"), ns) ||
-             !streq(jstr(ref, "name"), name))
+    else if (!streq(kobj_str(ref, "uid"), kobj_uid(spvc)) ||
+             !streq(kobj_str(ref, "namespace"), ns) || !streq(kobj_str(ref, "name"), name))
         why = "is not bound to that claim";
     else if (!streq(phase, "Bound"))
         why = "is not Bound";
@@ -545,7 +499,7 @@ static int resolve_clone(prov_ctrl *c, const json_object *pvc, const char *name,
         goto out;
     }
     src->kind = PROV_SOURCE_VOLUME;
-    src->id = util_strdup(jstr(csi, "volumeHandle"));
+    src->id = util_strdup(kobj_str(csi, "volumeHandle"));
     src->path = kube_path(&KUBE_PVC, ns, name, NULL);
     src->obj = json_object_get(spvc);
 out:
@@ -571,18 +525,18 @@ static int parse_bool(const char *s)
 /* Whether the content belongs to this snapshot and to our driver. */
 static bool content_matches(prov_ctrl *c, const json_object *vs, const json_object *vsc)
 {
-    json_object *ref = jget(jget(vsc, "spec"), "volumeSnapshotRef");
-    const char *driver = jstr(jget(vsc, "spec"), "driver");
-    if (!streq(jstr(ref, "uid"), meta(vs, "uid")) ||
-        !streq(jstr(ref, "namespace"), meta(vs, "namespace")) ||
-        !streq(jstr(ref, "name"), meta(vs, "name"))) {
+    json_object *ref = kobj_path(vsc, "spec.volumeSnapshotRef");
+    const char *driver = kobj_path_str(vsc, "spec.driver");
+    if (!streq(kobj_str(ref, "uid"), kobj_uid(vs)) ||
+        !streq(kobj_str(ref, "namespace"), kobj_namespace(vs)) ||
+        !streq(kobj_str(ref, "name"), kobj_name(vs))) {
         obs_warn("snapshotcontent %s for snapshot %s/%s is bound to a different snapshot",
-                 meta(vsc, "name"), meta(vs, "namespace"), meta(vs, "name"));
+                 kobj_name(vsc), kobj_namespace(vs), kobj_name(vs));
         return false;
     }
     if (!streq(driver, c->cfg.driver_name)) {
         obs_warn("snapshotcontent %s for snapshot %s/%s is handled by driver %s, not %s",
-                 meta(vsc, "name"), meta(vs, "namespace"), meta(vs, "name"), driver ? driver : "",
+                 kobj_name(vsc), kobj_namespace(vs), kobj_name(vs), driver ? driver : "",
                  c->cfg.driver_name);
         return false;
     }
@@ -599,7 +553,7 @@ static bool content_matches(prov_ctrl *c, const json_object *vs, const json_obje
 static int resolve_snapshot(prov_ctrl *c, const json_object *pvc, const char *name,
                             struct source *src)
 {
-    const char *ns = meta(pvc, "namespace");
+    const char *ns = kobj_namespace(pvc);
     char *path = kube_path(&KUBE_VOLUMESNAPSHOT, ns, name, NULL);
     kube_resp r = {0}, cr = {0};
     int rc = kube_get(c->o.kube, path, &r);
@@ -608,9 +562,9 @@ static int resolve_snapshot(prov_ctrl *c, const json_object *pvc, const char *na
             util_err_set(-EAGAIN, "error getting snapshot %s from api server: %s", name, r.message);
         goto out;
     }
-    json_object *st = jget(r.body, "status");
-    const char *content = jstr(st, "boundVolumeSnapshotContentName");
-    if (meta(r.body, "deletionTimestamp") && finalizer_index(r.body, SNAPSHOT_FINALIZER) < 0) {
+    json_object *st = kobj_get(r.body, "status");
+    const char *content = kobj_str(st, "boundVolumeSnapshotContentName");
+    if (kobj_deleting(r.body) && kobj_finalizer_index(r.body, SNAPSHOT_FINALIZER) < 0) {
         rc = util_err_set(-EAGAIN, "snapshot %s is being deleted", name);
         goto out;
     }
@@ -628,18 +582,17 @@ static int resolve_snapshot(prov_ctrl *c, const json_object *pvc, const char *na
         rc = util_err_set(-EAGAIN, "snapshot %s not bound", name);
         goto out;
     }
-    json_object *ready = jget(st, "readyToUse");
-    if (!ready || !json_object_get_boolean(ready)) {
+    if (!kobj_bool(st, "readyToUse", false)) {
         rc = util_err_set(-EAGAIN, "snapshot %s is not Ready", name);
         goto out;
     }
-    const char *handle = jstr(jget(cr.body, "status"), "snapshotHandle");
+    const char *handle = kobj_path_str(cr.body, "status.snapshotHandle");
     if (!handle) {
         rc = util_err_set(-EAGAIN, "snapshot handle %s is not available", name);
         goto out;
     }
-    if (jget(st, "restoreSize")) {
-        int64_t want = 0, restore = quantity_of(jget(st, "restoreSize"));
+    if (kobj_get(st, "restoreSize")) {
+        int64_t want = 0, restore = quantity_of(kobj_get(st, "restoreSize"));
         prov_pvc_request_bytes(pvc, &want);
         if (want < restore) {
             rc = util_err_set(-EINVAL,
@@ -649,30 +602,30 @@ static int resolve_snapshot(prov_ctrl *c, const json_object *pvc, const char *na
             goto out;
         }
     }
-    const char *src_mode = jstr(jget(cr.body, "spec"), "sourceVolumeMode");
-    const char *mode = jstr(jget(pvc, "spec"), "volumeMode");
+    const char *src_mode = kobj_path_str(cr.body, "spec.sourceVolumeMode");
+    const char *mode = kobj_path_str(pvc, "spec.volumeMode");
     if (c->o.prevent_volume_mode_conversion && src_mode && mode && strcmp(src_mode, mode) != 0) {
-        const char *allow = annotation(cr.body, ANN_ALLOW_MODE_CHANGE);
+        const char *allow = kobj_annotation(cr.body, ANN_ALLOW_MODE_CHANGE);
         int yes = allow ? parse_bool(allow) : 0;
         if (!allow)
             rc = util_err_set(-EINVAL,
                               "requested volume %s/%s modifies the mode of the source volume but "
                               "does not have permission to do so. %s annotation is not present "
                               "on snapshotcontent %s",
-                              ns, meta(pvc, "name"), ANN_ALLOW_MODE_CHANGE, content);
+                              ns, kobj_name(pvc), ANN_ALLOW_MODE_CHANGE, content);
         else if (yes < 0)
             rc = util_err_set(-EINVAL,
                               "requested volume %s/%s modifies the mode of the source volume but "
                               "does not have permission to do so. failed to convert %s "
                               "annotation value to boolean with error: strconv.ParseBool: "
                               "parsing \"%s\": invalid syntax",
-                              ns, meta(pvc, "name"), ANN_ALLOW_MODE_CHANGE, allow);
+                              ns, kobj_name(pvc), ANN_ALLOW_MODE_CHANGE, allow);
         else if (yes == 0)
             rc = util_err_set(-EINVAL,
                               "requested volume %s/%s modifies the mode of the source volume but "
                               "does not have permission to do so. %s is set to false on "
                               "snapshotcontent %s",
-                              ns, meta(pvc, "name"), ANN_ALLOW_MODE_CHANGE, content);
+                              ns, kobj_name(pvc), ANN_ALLOW_MODE_CHANGE, content);
         if (rc < 0)
             goto out;
     }
@@ -692,8 +645,8 @@ out:
 static prov_source_kind source_kind(const json_object *pvc)
 {
     json_object *ds = data_source(pvc);
-    const char *kind = jstr(ds, "kind"), *group = jstr(ds, "apiGroup");
-    if (!kind || !jstr(ds, "name"))
+    const char *kind = kobj_str(ds, "kind"), *group = kobj_str(ds, "apiGroup");
+    if (!kind || !kobj_str(ds, "name"))
         return PROV_SOURCE_NONE;
     if (strcmp(kind, "PersistentVolumeClaim") == 0 && (!group || !*group))
         return PROV_SOURCE_VOLUME;
@@ -709,7 +662,7 @@ static int resolve_source(prov_ctrl *c, const json_object *pvc, struct source *s
 {
     memset(src, 0, sizeof(*src));
     json_object *ds = data_source(pvc);
-    const char *kind = jstr(ds, "kind"), *name = jstr(ds, "name");
+    const char *kind = kobj_str(ds, "kind"), *name = kobj_str(ds, "name");
     if (!kind || !name)
         return 0;
     prov_source_kind k = source_kind(pvc);
@@ -736,12 +689,12 @@ static void check_use(void *ud, json_object *pvc)
 {
     struct pending_use *u = ud;
     json_object *ds = data_source(pvc);
-    const char *k = jstr(ds, "kind"), *n = jstr(ds, "name"), *ns = meta(pvc, "namespace");
-    const char *vol = jstr(jget(pvc, "spec"), "volumeName");
+    const char *k = kobj_str(ds, "kind"), *n = kobj_str(ds, "name"), *ns = kobj_namespace(pvc);
+    const char *vol = kobj_path_str(pvc, "spec.volumeName");
     if (!k || !n || !ns || strcmp(k, u->kind) != 0 || strcmp(n, u->name) != 0 ||
         strcmp(ns, u->ns) != 0 || (vol && *vol))
         return;
-    if (u->except && strcmp(meta(pvc, "name"), u->except) == 0)
+    if (u->except && streq(kobj_name(pvc), u->except))
         return;
     u->used = true;
 }
@@ -782,7 +735,7 @@ static int cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const cha
     if (!sc) {
         obs_warn("claim %s/%s was deleted during provisioning and its StorageClass is gone: "
                  "cannot repeat CreateVolume to clean up; releasing the claim",
-                 meta(pvc, "namespace"), meta(pvc, "name"));
+                 kobj_namespace(pvc), kobj_name(pvc));
         return release_claim(c, path, pvc);
     }
     Csi__V1__CreateVolumeRequest *req = NULL;
@@ -817,16 +770,16 @@ static int cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const cha
         rc = csi_delete_volume(c->o.csi, &dr, c->o.timeout, &ds);
         if (rc < 0)
             obs_warn("cleanup of volume %s of deleted claim %s/%s: %s", resp->volume->volume_id,
-                     meta(pvc, "namespace"), meta(pvc, "name"), ds.message);
+                     kobj_namespace(pvc), kobj_name(pvc), ds.message);
         else
             obs_info("deleted volume %s of claim %s/%s, which was deleted during provisioning",
-                     resp->volume->volume_id, meta(pvc, "namespace"), meta(pvc, "name"));
+                     resp->volume->volume_id, kobj_namespace(pvc), kobj_name(pvc));
         csi__v1__create_volume_response__free_unpacked(resp, NULL);
     } else if (st.code == CSI_ALREADY_EXISTS) {
         /* A volume of that name exists but this request does not match it:
          * we cannot learn its id, so the claim waits for an operator. */
         obs_warn("cleanup of deleted claim %s/%s: CreateVolume answers ALREADY_EXISTS: %s",
-                 meta(pvc, "namespace"), meta(pvc, "name"), st.message);
+                 kobj_namespace(pvc), kobj_name(pvc), st.message);
     } else if (st.code != CSI_OK &&
                prov_classify(st.code, c->cfg.topology, prov_selected_node(pvc) != NULL) !=
                    PROV_IN_BACKGROUND) {
@@ -837,9 +790,9 @@ static int cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const cha
     prov_secret_refs_clear(&refs);
     json_object_put(sc);
     if (rc == 0 && src.kind != PROV_SOURCE_NONE)
-        release_source(c, meta(pvc, "namespace"),
+        release_source(c, kobj_namespace(pvc),
                        src.kind == PROV_SOURCE_VOLUME ? "PersistentVolumeClaim" : "VolumeSnapshot",
-                       meta(src.obj, "name"), meta(pvc, "name"));
+                       kobj_name(src.obj), kobj_name(pvc));
     source_clear(&src);
     if (rc < 0)
         return rc;
@@ -870,7 +823,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         free(msg);
         return -ENOENT;
     }
-    const char *prov = jstr(sc, "provisioner");
+    const char *prov = kobj_str(sc, "provisioner");
     if (!prov || strcmp(prov, c->cfg.driver_name) != 0) {
         json_object_put(sc);
         return 0; /* the class is someone else's */
@@ -879,7 +832,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
     util_duration start = util_now_mono();
     kube_event(c->o.recorder, pvc, "Normal", "Provisioning",
                "External provisioner is provisioning volume for claim \"%s/%s\"",
-               meta(pvc, "namespace"), meta(pvc, "name"));
+               kobj_namespace(pvc), kobj_name(pvc));
 
     Csi__V1__CreateVolumeRequest *req = NULL;
     prov_secret_refs refs = {0};
@@ -928,7 +881,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
     rc = csi_create_volume(c->o.csi, req, c->o.timeout, &resp, &st);
     /* A failure may mean the class is full somewhere (upstream refreshes too). */
     if (rc < 0 && c->o.volume_changed)
-        c->o.volume_changed(c->o.volume_changed_ud, meta(sc, "name"), NULL);
+        c->o.volume_changed(c->o.volume_changed_ud, kobj_name(sc), NULL);
     if (rc < 0) {
         state = prov_classify(st.code, c->cfg.topology, prov_selected_node(pvc) != NULL);
         char *msg =
@@ -974,7 +927,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
     rc = prov_build_pv(&c->cfg, pvc, sc, req, resp, &refs, &pv);
     csi__v1__create_volume_response__free_unpacked(resp, NULL);
     if (rc == 0 && c->o.volume_changed)
-        c->o.volume_changed(c->o.volume_changed_ud, meta(sc, "name"), pv);
+        c->o.volume_changed(c->o.volume_changed_ud, kobj_name(sc), pv);
     if (rc < 0) {
         event_failed(c, pvc, CSI_UNKNOWN, util_err_last());
         goto out;
@@ -994,16 +947,16 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         obs_counter_add(c->provision_total, lv, 1);
         obs_histogram_observe(c->provision_seconds, lv,
                               (double)(util_now_mono() - start) / UTIL_SECOND);
-        uid_mark(c, c->provisioned, meta(pvc, "uid"), true);
+        uid_mark(c, c->provisioned, kobj_uid(pvc), true);
         rc = release_claim(c, path, pvc);
     }
 out:
     /* Done with the source once the volume exists (upstream drops the
      * snapshot's finalizer here too), unless other claims still need it. */
     if (src.kind != PROV_SOURCE_NONE && resp_ok)
-        release_source(c, meta(pvc, "namespace"),
+        release_source(c, kobj_namespace(pvc),
                        src.kind == PROV_SOURCE_VOLUME ? "PersistentVolumeClaim" : "VolumeSnapshot",
-                       meta(src.obj, "name"), meta(pvc, "name"));
+                       kobj_name(src.obj), kobj_name(pvc));
     source_clear(&src);
     prov_request_free(req);
     prov_secret_refs_clear(&refs);
@@ -1030,9 +983,9 @@ static int cleanup_needed(prov_ctrl *c, const json_object *pvc, const char *path
         kube_resp_clear(&r);
         return rc;
     }
-    const char *uid = meta(r.body, "uid"), *want = meta(pvc, "uid");
+    const char *uid = kobj_uid(r.body), *want = kobj_uid(pvc);
     bool still = uid && want && strcmp(uid, want) == 0 &&
-                 finalizer_index(r.body, PROV_FINALIZER_IN_PROGRESS) >= 0;
+                 kobj_finalizer_index(r.body, PROV_FINALIZER_IN_PROGRESS) >= 0;
     kube_resp_clear(&r);
     if (!still)
         return 0;
@@ -1057,7 +1010,7 @@ static bool node_selected_here(prov_ctrl *c, const json_object *pvc)
 {
     if (!c->local_node)
         return true;
-    const char *sel = annotation(pvc, ANN_SELECTED_NODE);
+    const char *sel = kobj_annotation(pvc, ANN_SELECTED_NODE);
     return sel && strcmp(sel, c->o.node.name) == 0;
 }
 
@@ -1142,9 +1095,8 @@ static int node_wait(prov_ctrl *c, const char *key, const char *uid, bool again,
  * tries to build the requirements for it). */
 static bool node_topology_allowed(prov_ctrl *c, const json_object *pvc, const json_object *sc)
 {
-    json_object *allowed = jget(sc, "allowedTopologies");
-    if (!c->cfg.topology || !allowed || !json_object_is_type(allowed, json_type_array) ||
-        json_object_array_length(allowed) == 0)
+    json_object *allowed = kobj_arr(sc, "allowedTopologies");
+    if (!c->cfg.topology || kobj_len(allowed) == 0)
         return true;
     json_object *nodes = json_object_new_array();
     json_object_array_add(nodes, json_object_get(c->local_node));
@@ -1153,14 +1105,14 @@ static bool node_topology_allowed(prov_ctrl *c, const json_object *pvc, const js
                            .csinode = c->local_csinode,
                            .nodes = nodes,
                            .allowed_topologies = allowed,
-                           .pvc_name = meta(pvc, "name")};
+                           .pvc_name = kobj_name(pvc)};
     Csi__V1__TopologyRequirement *t = NULL;
     int rc = prov_topology(&c->cfg, &in, &t);
     prov_topology_free(t);
     json_object_put(nodes);
     if (rc < 0)
         obs_v(5, "ignoring PVC %s/%s, allowed topologies is not compatible: %s",
-              meta(pvc, "namespace"), meta(pvc, "name"), util_err_last());
+              kobj_namespace(pvc), kobj_name(pvc), util_err_last());
     return rc == 0;
 }
 
@@ -1177,12 +1129,10 @@ static bool node_has_capacity(prov_ctrl *c, const json_object *pvc, const json_o
         return true;
     json_object *copy = NULL;
     json_object_deep_copy((json_object *)pvc, &copy, NULL);
-    json_object *m = jget(copy, "metadata"), *ann = jget(m, "annotations");
-    if (!ann) {
-        ann = json_object_new_object();
-        json_object_object_add(m, "annotations", ann);
+    if (kobj_set_annotation(copy, ANN_SELECTED_NODE, c->o.node.name) < 0) {
+        json_object_put(copy);
+        return true; /* malformed metadata: provisioning reports it */
     }
-    json_object_object_add(ann, ANN_SELECTED_NODE, json_object_new_string(c->o.node.name));
     Csi__V1__CreateVolumeRequest *req = NULL;
     prov_secret_refs refs = {0};
     prov_state state = PROV_FINAL;
@@ -1228,18 +1178,10 @@ out:
  */
 static int node_become_owner(prov_ctrl *c, const json_object *pvc, const char *path)
 {
-    json_object *ann = jget(jget(pvc, "metadata"), "annotations");
-    char *patch;
-    if (ann)
-        patch = util_asprintf("[{\"op\":\"test\",\"path\":\"/metadata/resourceVersion\",\"value\":"
-                              "\"%s\"},{\"op\":\"add\",\"path\":\"/metadata/annotations/"
-                              "volume.kubernetes.io~1selected-node\",\"value\":\"%s\"}]",
-                              meta(pvc, "resourceVersion"), c->o.node.name);
-    else
-        patch = util_asprintf("[{\"op\":\"test\",\"path\":\"/metadata/resourceVersion\",\"value\":"
-                              "\"%s\"},{\"op\":\"add\",\"path\":\"/metadata/annotations\","
-                              "\"value\":{\"" ANN_SELECTED_NODE "\":\"%s\"}}]",
-                              meta(pvc, "resourceVersion"), c->o.node.name);
+    char *patch = kobj_patch_set_annotation(pvc, ANN_SELECTED_NODE, c->o.node.name, true);
+    if (!patch)
+        return util_err_set(-EINVAL, "selecting node \"%s\" for PVC failed: malformed metadata",
+                            c->o.node.name);
     kube_resp r = {0};
     int rc = kube_patch(c->o.kube, path, KUBE_PATCH_JSON, patch, &r);
     free(patch);
@@ -1264,7 +1206,7 @@ static int node_claim(prov_ctrl *c, const char *key, const json_object *pvc)
     const char *class = prov_pvc_class(pvc);
     json_object *sc = class ? kube_informer_get(c->classes, NULL, class) : NULL;
     prov_node_claim e = prov_node_eligibility(pvc, sc, c->o.node.name, c->o.node.immediate_binding);
-    const char *uid = meta(pvc, "uid");
+    const char *uid = kobj_uid(pvc);
     int rc = 0;
     util_duration wait = 0;
     char *path = NULL;
@@ -1299,8 +1241,7 @@ static int node_claim(prov_ctrl *c, const char *key, const json_object *pvc)
         /* Upstream leaves such a claim until something changes; we look
          * again after the next (longer, capped) delay, so a claim no node
          * has room for now is provisioned once one has. */
-        obs_v(5, "not enough capacity for PVC %s with resource version %s", key,
-              meta(pvc, "resourceVersion"));
+        obs_v(5, "not enough capacity for PVC %s with resource version %s", key, kobj_rv(pvc));
         if (node_wait(c, key, uid ? uid : "", true, &wait) > 0)
             wq_add_after(c->claims, key, wait);
         else
@@ -1346,19 +1287,19 @@ static int sync_claim(prov_ctrl *c, const char *key)
      * until then). Besides our own leftovers, upstream leaves the finalizer
      * on every clone source until it is deleted. */
     int protect = 0;
-    if (c->cfg.clone_volume && meta(pvc, "deletionTimestamp") &&
-        finalizer_index(pvc, CLONE_FINALIZER) >= 0)
-        protect = release_source(c, meta(pvc, "namespace"), "PersistentVolumeClaim",
-                                 meta(pvc, "name"), NULL);
+    if (c->cfg.clone_volume && kobj_deleting(pvc) &&
+        kobj_finalizer_index(pvc, CLONE_FINALIZER) >= 0)
+        protect =
+            release_source(c, kobj_namespace(pvc), "PersistentVolumeClaim", kobj_name(pvc), NULL);
     /* Every driver's provisioner uses the same finalizer name: it is ours
      * only on a claim that asks for our driver (and, in node mode, that
      * selects our node). */
-    bool ours = finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0 && should_provision(c, pvc) &&
-                node_selected_here(c, pvc);
+    bool ours = kobj_finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0 &&
+                should_provision(c, pvc) && node_selected_here(c, pvc);
     if (ours && released_already(c, pvc))
         goto out; /* a stale copy: the update without the finalizer is on its way */
-    bool deleting = meta(pvc, "deletionTimestamp") != NULL;
-    const char *bound = jstr(jget(pvc, "spec"), "volumeName");
+    bool deleting = kobj_deleting(pvc);
+    const char *bound = kobj_path_str(pvc, "spec.volumeName");
     if (bound && *bound) {
         if (ours)
             rc = release_claim(c, path, pvc);
@@ -1366,14 +1307,14 @@ static int sync_claim(prov_ctrl *c, const char *key)
     }
     if (!ours && (deleting || !should_provision(c, pvc)))
         goto out;
-    if (!ours && uid_marked(c, c->provisioned, meta(pvc, "uid")))
+    if (!ours && uid_marked(c, c->provisioned, kobj_uid(pvc)))
         goto out; /* our PV exists: the binder's turn */
     if (!ours && c->local_node) {
         rc = node_claim(c, key, pvc);
         if (rc <= 0)
             goto out; /* not ours (yet) */
     }
-    rc = prov_volume_name(&c->cfg, meta(pvc, "uid"), &volname);
+    rc = prov_volume_name(&c->cfg, kobj_uid(pvc), &volname);
     if (rc < 0)
         goto out;
     /* A PV of ours for this claim means the work is done (a crash may have
@@ -1397,7 +1338,7 @@ static int sync_claim(prov_ctrl *c, const char *key)
     }
     const char *class = prov_pvc_class(pvc);
     json_object *sc = class ? kube_informer_get(c->classes, NULL, class) : NULL;
-    const char *mode = sc ? jstr(sc, "volumeBindingMode") : NULL;
+    const char *mode = sc ? kobj_str(sc, "volumeBindingMode") : NULL;
     bool wffc = mode && strcmp(mode, "WaitForFirstConsumer") == 0;
     json_object_put(sc);
     if (wffc && !prov_selected_node(pvc))
@@ -1406,7 +1347,7 @@ static int sync_claim(prov_ctrl *c, const char *key)
         /* Record the intent first; the update event brings the claim back. */
         rc = add_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
         if (rc == 0)
-            uid_mark(c, c->released, meta(pvc, "uid"), false);
+            uid_mark(c, c->released, kobj_uid(pvc), false);
         goto out;
     }
     rc = provision(c, pvc, path, volname);
@@ -1429,7 +1370,7 @@ static void first_attachment(void *ud, json_object *va)
 {
     struct attached *a = ud;
     if (!a->node) {
-        const char *n = jstr(jget(va, "spec"), "nodeName");
+        const char *n = kobj_path_str(va, "spec.nodeName");
         a->node = util_strdup(n ? n : "");
     }
 }
@@ -1441,9 +1382,9 @@ static int sync_volume(prov_ctrl *c, const char *name)
         return 0;
     int rc = 0;
     char *path = kube_path(&KUBE_PV, NULL, name, NULL);
-    const char *by = annotation(pv, ANN_PROVISIONED_BY);
-    json_object *csi = jget(jget(pv, "spec"), "csi");
-    const char *driver = jstr(csi, "driver");
+    const char *by = kobj_annotation(pv, ANN_PROVISIONED_BY);
+    json_object *csi = kobj_path(pv, "spec.csi");
+    const char *driver = kobj_str(csi, "driver");
     if (!by || strcmp(by, c->cfg.driver_name) != 0 || !driver ||
         strcmp(driver, c->cfg.driver_name) != 0)
         goto out;
@@ -1454,25 +1395,25 @@ static int sync_volume(prov_ctrl *c, const char *name)
         if (rc < 0 || !here)
             goto out;
     }
-    const char *policy = jstr(jget(pv, "spec"), "persistentVolumeReclaimPolicy");
-    bool has_fin = finalizer_index(pv, PV_FINALIZER) >= 0;
+    const char *policy = kobj_path_str(pv, "spec.persistentVolumeReclaimPolicy");
+    bool has_fin = kobj_finalizer_index(pv, PV_FINALIZER) >= 0;
     if (has_fin && uid_marked(c, c->finalized, name))
         goto out; /* a stale copy: the volume is deleted and its finalizer gone */
-    bool deleting = meta(pv, "deletionTimestamp") != NULL;
+    bool deleting = kobj_deleting(pv);
     if (!policy || strcmp(policy, "Delete") != 0) {
         /* Retain and Recycle never reach DeleteVolume: no finalizer. */
         if (has_fin)
             rc = remove_finalizer(c, path, pv, PV_FINALIZER);
         goto out;
     }
-    const char *phase = jstr(jget(pv, "status"), "phase");
+    const char *phase = kobj_path_str(pv, "status.phase");
     if (!phase || strcmp(phase, "Released") != 0) {
         if (!has_fin && !deleting)
             rc = add_finalizer(c, path, pv, PV_FINALIZER);
         goto out;
     }
     const char *sc_v[1];
-    const char *class = jstr(jget(pv, "spec"), "storageClassName");
+    const char *class = kobj_path_str(pv, "spec.storageClassName");
     sc_v[0] = class ? class : "";
     if (c->vas) {
         struct attached a = {NULL};
@@ -1500,13 +1441,13 @@ static int sync_volume(prov_ctrl *c, const char *name)
     json_object_put(still);
     util_duration start = util_now_mono();
     json_object *secret_data = NULL;
-    const char *sname = annotation(pv, ANN_DELETE_SECRET_NAME);
-    const char *sns = annotation(pv, ANN_DELETE_SECRET_NS);
+    const char *sname = kobj_annotation(pv, ANN_DELETE_SECRET_NAME);
+    const char *sns = kobj_annotation(pv, ANN_DELETE_SECRET_NS);
     if (sname && *sname) {
         char *spath = kube_path(&KUBE_SECRET, sns, sname, NULL);
         kube_resp r = {0};
         if (kube_get(c->o.kube, spath, &r) == 0)
-            secret_data = json_object_get(jget(r.body, "data"));
+            secret_data = json_object_get(kobj_get(r.body, "data"));
         else
             obs_warn("failed to get deletion secret %s/%s for %s: %s; deleting without it",
                      sns ? sns : "", sname, name, r.message);
@@ -1514,7 +1455,7 @@ static int sync_volume(prov_ctrl *c, const char *name)
         free(spath);
     }
     csi_status st = {0};
-    rc = delete_volume(c, jstr(csi, "volumeHandle"), secret_data, &st);
+    rc = delete_volume(c, kobj_str(csi, "volumeHandle"), secret_data, &st);
     json_object_put(secret_data);
     if (rc < 0) {
         kube_event(c->o.recorder, pv, "Warning", "VolumeFailedDelete",
@@ -1526,7 +1467,7 @@ static int sync_volume(prov_ctrl *c, const char *name)
     if (c->o.volume_changed)
         c->o.volume_changed(c->o.volume_changed_ud, sc_v[0], pv);
     obs_histogram_observe(c->delete_seconds, sc_v, (double)(util_now_mono() - start) / UTIL_SECOND);
-    obs_info("deleted volume %s of PV %s", jstr(csi, "volumeHandle"), name);
+    obs_info("deleted volume %s of PV %s", kobj_str(csi, "volumeHandle"), name);
     pthread_mutex_lock(&c->done_mu);
     if (!lh_table_lookup_entry(c->deleted, name))
         lh_table_insert(c->deleted, util_strdup(name), NULL);
@@ -1558,12 +1499,12 @@ static void sweep_snapshots(prov_ctrl *c)
 {
     kube_resp r = {0};
     if (kube_get(c->o.kube, "/apis/snapshot.storage.k8s.io/v1/volumesnapshots", &r) == 0) {
-        json_object *items = jget(r.body, "items");
-        size_t n = items ? json_object_array_length(items) : 0;
-        for (size_t i = 0; i < n; i++) {
-            json_object *vs = json_object_array_get_idx(items, i);
-            if (finalizer_index(vs, SNAPSHOT_FINALIZER) >= 0)
-                release_source(c, meta(vs, "namespace"), "VolumeSnapshot", meta(vs, "name"), NULL);
+        json_object *items = kobj_arr(r.body, "items");
+        for (size_t i = 0; i < kobj_len(items); i++) {
+            json_object *vs = kobj_at(items, i);
+            if (kobj_finalizer_index(vs, SNAPSHOT_FINALIZER) >= 0 && kobj_namespace(vs) &&
+                kobj_name(vs))
+                release_source(c, kobj_namespace(vs), "VolumeSnapshot", kobj_name(vs), NULL);
         }
     }
     kube_resp_clear(&r);
@@ -1594,8 +1535,8 @@ static void *sweeper(void *arg)
 static void claim_changed(void *ud, json_object *obj)
 {
     prov_ctrl *c = ud;
-    if (finalizer_index(obj, PROV_FINALIZER_IN_PROGRESS) < 0)
-        uid_mark(c, c->released, meta(obj, "uid"), false);
+    if (kobj_finalizer_index(obj, PROV_FINALIZER_IN_PROGRESS) < 0)
+        uid_mark(c, c->released, kobj_uid(obj), false);
     char *key = kube_key(obj);
     wq_add(c->claims, key);
     free(key);
@@ -1612,17 +1553,17 @@ static void claim_updated(void *ud, json_object *old, json_object *obj)
 static void claim_gone(void *ud, json_object *obj)
 {
     prov_ctrl *c = ud;
-    uid_mark(c, c->released, meta(obj, "uid"), false);
-    uid_mark(c, c->provisioned, meta(obj, "uid"), false);
+    uid_mark(c, c->released, kobj_uid(obj), false);
+    uid_mark(c, c->provisioned, kobj_uid(obj), false);
 }
 
 static void volume_changed(void *ud, json_object *obj)
 {
     prov_ctrl *c = ud;
-    wq_add(c->volumes, meta(obj, "name"));
+    wq_add(c->volumes, kobj_name(obj));
     /* The claim waits for its PV to release the in-progress finalizer. */
-    json_object *ref = jget(jget(obj, "spec"), "claimRef");
-    const char *ns = jstr(ref, "namespace"), *n = jstr(ref, "name");
+    json_object *ref = kobj_path(obj, "spec.claimRef");
+    const char *ns = kobj_str(ref, "namespace"), *n = kobj_str(ref, "name");
     if (ns && n) {
         char *key = util_asprintf("%s/%s", ns, n);
         wq_add(c->claims, key);
@@ -1641,7 +1582,7 @@ static bool keep_pv(void *ud, const json_object *pv);
 static void volume_deleted(void *ud, json_object *obj)
 {
     prov_ctrl *c = ud;
-    const char *name = meta(obj, "name");
+    const char *name = kobj_name(obj);
     /* A volume that only left the cache (settled, keep_pv) still exists. */
     if (!name || !keep_pv(c, obj))
         return;
@@ -1650,7 +1591,7 @@ static void volume_deleted(void *ud, json_object *obj)
     pthread_mutex_unlock(&c->done_mu);
     uid_mark(c, c->finalized, name, false);
     /* A volume deleted before its claim was bound must be made again. */
-    uid_mark(c, c->provisioned, jstr(jget(jget(obj, "spec"), "claimRef"), "uid"), false);
+    uid_mark(c, c->provisioned, kobj_path_str(obj, "spec.claimRef.uid"), false);
 }
 
 static void free_key(struct lh_entry *e)
@@ -1664,21 +1605,13 @@ static void free_key_value(struct lh_entry *e)
     free((void *)lh_entry_v(e));
 }
 
-/* json_object_object_del asserts on anything but an object: objects without
- * annotations (or a spec.csi) are common. */
-static void jdel(json_object *o, const char *key)
-{
-    if (o && json_object_is_type(o, json_type_object))
-        json_object_object_del(o, key);
-}
-
 static void slim_pvc(void *ud, json_object *obj)
 {
     (void)ud;
-    json_object *m = jget(obj, "metadata"), *a = jget(m, "annotations");
-    jdel(m, "managedFields");
-    jdel(a, "kubectl.kubernetes.io/last-applied-configuration");
-    jdel(obj, "status");
+    json_object *m = kobj_get(obj, "metadata"), *a = kobj_get(m, "annotations");
+    kobj_del(m, "managedFields");
+    kobj_del(a, "kubectl.kubernetes.io/last-applied-configuration");
+    kobj_del(obj, "status");
 }
 
 /*
@@ -1690,9 +1623,9 @@ static void slim_pvc(void *ud, json_object *obj)
 static bool keep_pvc(void *ud, const json_object *pvc)
 {
     (void)ud;
-    const char *bound = jstr(jget(pvc, "spec"), "volumeName");
-    return !bound || !*bound || finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0 ||
-           finalizer_index(pvc, CLONE_FINALIZER) >= 0;
+    const char *bound = kobj_path_str(pvc, "spec.volumeName");
+    return !bound || !*bound || kobj_finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0 ||
+           kobj_finalizer_index(pvc, CLONE_FINALIZER) >= 0;
 }
 
 /*
@@ -1705,16 +1638,16 @@ static bool keep_pvc(void *ud, const json_object *pvc)
 static bool keep_pv(void *ud, const json_object *pv)
 {
     const prov_ctrl *c = ud;
-    json_object *spec = jget(pv, "spec");
-    const char *driver = jstr(jget(spec, "csi"), "driver");
+    json_object *spec = kobj_get(pv, "spec");
+    const char *driver = kobj_path_str(spec, "csi.driver");
     if (!driver || strcmp(driver, c->cfg.driver_name) != 0)
         return false;
-    const char *phase = jstr(jget(pv, "status"), "phase");
-    if (!phase || strcmp(phase, "Bound") != 0 || meta(pv, "deletionTimestamp"))
+    const char *phase = kobj_path_str(pv, "status.phase");
+    if (!phase || strcmp(phase, "Bound") != 0 || kobj_deleting(pv))
         return true;
-    const char *policy = jstr(spec, "persistentVolumeReclaimPolicy");
+    const char *policy = kobj_str(spec, "persistentVolumeReclaimPolicy");
     bool wants_fin = policy && strcmp(policy, "Delete") == 0;
-    return wants_fin != (finalizer_index(pv, PV_FINALIZER) >= 0);
+    return wants_fin != (kobj_finalizer_index(pv, PV_FINALIZER) >= 0);
 }
 
 /* Drops every member of `o` not named in `keys` (NULL-ended). */
@@ -1756,33 +1689,33 @@ static void slim_pv(void *ud, json_object *obj)
     static const char *const csi[] = {"driver", "volumeHandle", NULL};
     static const char *const status[] = {"phase", NULL};
     keep_only(obj, top);
-    json_object *md = jget(obj, "metadata"), *sp = jget(obj, "spec");
+    json_object *md = kobj_get(obj, "metadata"), *sp = kobj_get(obj, "spec");
     keep_only(md, m);
-    keep_only(jget(md, "annotations"), ann);
+    keep_only(kobj_get(md, "annotations"), ann);
     keep_only(sp, spec);
-    keep_only(jget(sp, "claimRef"), ref);
-    keep_only(jget(sp, "csi"), csi);
-    keep_only(jget(obj, "status"), status);
+    keep_only(kobj_get(sp, "claimRef"), ref);
+    keep_only(kobj_get(sp, "csi"), csi);
+    keep_only(kobj_get(obj, "status"), status);
 }
 
 static void slim_meta(void *ud, json_object *obj)
 {
     (void)ud;
-    jdel(jget(obj, "metadata"), "managedFields");
+    kobj_del(kobj_get(obj, "metadata"), "managedFields");
 }
 
 /* A detached volume may now be deleted: look at its PV again. */
 static void attachment_deleted(void *ud, json_object *va)
 {
     prov_ctrl *c = ud;
-    const char *pv = jstr(jget(jget(va, "spec"), "source"), "persistentVolumeName");
+    const char *pv = kobj_path_str(va, "spec.source.persistentVolumeName");
     if (pv)
         wq_add(c->volumes, pv);
 }
 
 static void va_by_pv(const json_object *obj, void (*add)(void *ctx, const char *key), void *ctx)
 {
-    const char *pv = jstr(jget(jget(obj, "spec"), "source"), "persistentVolumeName");
+    const char *pv = kobj_path_str(obj, "spec.source.persistentVolumeName");
     if (pv)
         add(ctx, pv);
 }

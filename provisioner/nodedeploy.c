@@ -39,13 +39,12 @@ const char *prov_node_claim_name(prov_node_claim e)
 prov_node_claim prov_node_eligibility(const json_object *pvc, const json_object *sc,
                                       const char *node_name, bool immediate_binding)
 {
-    const char *sel =
-        plan_member_str(plan_get(pvc, "metadata.annotations"), PROV_ANN_SELECTED_NODE);
+    const char *sel = kobj_str(kobj_path(pvc, "metadata.annotations"), PROV_ANN_SELECTED_NODE);
     if (sel != NULL && *sel != '\0')
         return node_name != NULL && strcmp(sel, node_name) == 0 ? PROV_NODE_OURS : PROV_NODE_OTHER;
     /* Upstream takes only an explicit Immediate (a nil mode is not); the API
      * server always fills the field in. */
-    const char *mode = plan_str(sc, "volumeBindingMode");
+    const char *mode = kobj_path_str(sc, "volumeBindingMode");
     if (sc == NULL || mode == NULL || strcmp(mode, "Immediate") != 0 || !immediate_binding)
         return PROV_NODE_WAIT;
     return PROV_NODE_CANDIDATE;
@@ -128,22 +127,16 @@ void prov_node_local_objects(const char *node_name, const char *driver, const ch
 
 /* ---- node selector matching (MatchNodeSelectorTerms) ------------------------------ */
 
-static size_t arr_len(const json_object *a)
-{
-    return a != NULL && json_object_is_type(a, json_type_array)
-               ? json_object_array_length((json_object *)a)
-               : 0;
-}
-
+/* Item i as a string; "" for any other type (it then matches nothing). */
 static const char *arr_str(const json_object *a, size_t i)
 {
-    json_object *v = json_object_array_get_idx((json_object *)a, i);
-    return v != NULL && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+    const char *v = kobj_str_at(a, i);
+    return v != NULL ? v : "";
 }
 
 static bool in_values(const json_object *values, const char *v)
 {
-    for (size_t i = 0; i < arr_len(values); i++)
+    for (size_t i = 0; i < kobj_len(values); i++)
         if (strcmp(arr_str(values, i), v) == 0)
             return true;
     return false;
@@ -168,10 +161,10 @@ static bool parse_int64(const char *s, int64_t *out)
  */
 static int requirement(const json_object *req, const char *have)
 {
-    const char *op = plan_str(req, "operator");
-    const char *key = plan_str(req, "key");
-    const json_object *values = json_object_object_get(req, "values");
-    size_t n = arr_len(values);
+    const char *op = kobj_path_str(req, "operator");
+    const char *key = kobj_path_str(req, "key");
+    const json_object *values = kobj_get(req, "values");
+    size_t n = kobj_len(values);
     if (key == NULL || *key == '\0' || op == NULL)
         return -EINVAL;
     if (strcmp(op, "In") == 0 || strcmp(op, "NotIn") == 0) {
@@ -200,29 +193,29 @@ static int requirement(const json_object *req, const char *have)
  * matches nothing. */
 static int term_matches(const json_object *term, const json_object *labels)
 {
-    const json_object *exprs = json_object_object_get(term, "matchExpressions");
-    const json_object *fields = json_object_object_get(term, "matchFields");
-    size_t ne = arr_len(exprs), nf = arr_len(fields);
+    const json_object *exprs = kobj_get(term, "matchExpressions");
+    const json_object *fields = kobj_get(term, "matchFields");
+    size_t ne = kobj_len(exprs), nf = kobj_len(fields);
     if (ne == 0 && nf == 0)
         return 0;
     int result = 1;
     for (size_t i = 0; i < ne; i++) {
-        const json_object *req = json_object_array_get_idx((json_object *)exprs, i);
-        const char *key = plan_str(req, "key");
-        int r = requirement(req, key != NULL ? plan_member_str(labels, key) : NULL);
+        const json_object *req = kobj_at(exprs, i);
+        const char *key = kobj_path_str(req, "key");
+        int r = requirement(req, key != NULL ? kobj_str(labels, key) : NULL);
         if (r < 0)
             return r;
         if (r == 0)
             result = 0;
     }
     for (size_t i = 0; i < nf; i++) {
-        const json_object *req = json_object_array_get_idx((json_object *)fields, i);
-        const char *key = plan_str(req, "key"), *op = plan_str(req, "operator");
+        const json_object *req = kobj_at(fields, i);
+        const char *key = kobj_path_str(req, "key"), *op = kobj_path_str(req, "operator");
         /* Only metadata.name with In/NotIn and one value is a valid field
          * selector; upstream's node here has no name. */
         if (key == NULL || strcmp(key, "metadata.name") != 0 || op == NULL ||
             (strcmp(op, "In") != 0 && strcmp(op, "NotIn") != 0) ||
-            arr_len(json_object_object_get(req, "values")) != 1)
+            kobj_len(kobj_get(req, "values")) != 1)
             return -EINVAL;
         int r = requirement(req, "");
         if (r < 0)
@@ -236,13 +229,13 @@ static int term_matches(const json_object *term, const json_object *labels)
 int prov_node_pv_accessible(const json_object *pv, const json_object *labels, bool *out)
 {
     *out = true;
-    const json_object *terms = plan_get(pv, "spec.nodeAffinity.required");
+    const json_object *terms = kobj_path(pv, "spec.nodeAffinity.required");
     if (labels == NULL || terms == NULL)
         return 0;
-    terms = json_object_object_get(terms, "nodeSelectorTerms");
+    terms = kobj_get(terms, "nodeSelectorTerms");
     bool bad = false;
-    for (size_t i = 0; i < arr_len(terms); i++) {
-        int r = term_matches(json_object_array_get_idx((json_object *)terms, i), labels);
+    for (size_t i = 0; i < kobj_len(terms); i++) {
+        int r = term_matches(kobj_at(terms, i), labels);
         if (r > 0)
             return 0;
         if (r < 0)
@@ -253,7 +246,8 @@ int prov_node_pv_accessible(const json_object *pv, const json_object *labels, bo
         return util_err_set(-EINVAL,
                             "checking volume affinity failed: a node selector term of "
                             "PV %s does not parse",
-                            plan_str(pv, "metadata.name") ? plan_str(pv, "metadata.name") : "");
+                            kobj_path_str(pv, "metadata.name") ? kobj_path_str(pv, "metadata.name")
+                                                               : "");
     return 0;
 }
 

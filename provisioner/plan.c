@@ -132,19 +132,18 @@ int prov_volume_name(const prov_config *cfg, const char *pvc_uid, char **out)
 
 const char *prov_selected_node(const json_object *pvc)
 {
-    json_object *ann = plan_get(pvc, "metadata.annotations");
-    const char *node = plan_member_str(ann, PROV_ANN_SELECTED_NODE);
+    json_object *ann = kobj_path(pvc, "metadata.annotations");
+    const char *node = kobj_str(ann, PROV_ANN_SELECTED_NODE);
     if (node == NULL)
-        node = plan_member_str(ann, PROV_ANN_ALPHA_SELECTED_NODE);
+        node = kobj_str(ann, PROV_ANN_ALPHA_SELECTED_NODE);
     return node;
 }
 
 const char *prov_pvc_class(const json_object *pvc)
 {
-    const char *cls =
-        plan_member_str(plan_get(pvc, "metadata.annotations"), PROV_ANN_BETA_STORAGE_CLASS);
+    const char *cls = kobj_str(kobj_path(pvc, "metadata.annotations"), PROV_ANN_BETA_STORAGE_CLASS);
     if (cls == NULL)
-        cls = plan_str(pvc, "spec.storageClassName");
+        cls = kobj_path_str(pvc, "spec.storageClassName");
     return cls != NULL ? cls : "";
 }
 
@@ -405,7 +404,7 @@ int prov_pvc_request_bytes(const json_object *pvc, int64_t *out)
 {
     *out = 0;
     json_object *q = NULL;
-    json_object *req = plan_get(pvc, "spec.resources.requests");
+    json_object *req = kobj_path(pvc, "spec.resources.requests");
     if (req == NULL || !json_object_object_get_ex(req, "storage", &q) || q == NULL)
         return 0;
     /* Quantity.UnmarshalJSON takes a JSON string or a bare number and trims
@@ -519,7 +518,7 @@ int prov_fstype(const prov_config *cfg, const json_object *sc_params, char **out
     for (size_t i = 0; i < n; i++) {
         bool deprecated = strcasecmp(keys[i], "fstype") == 0;
         if (deprecated || strcmp(keys[i], FSTYPE_KEY) == 0) {
-            const char *v = plan_member_str(sc_params, keys[i]);
+            const char *v = kobj_str(sc_params, keys[i]);
             fs = v != NULL ? v : "";
             found++;
         }
@@ -585,7 +584,7 @@ int prov_strip_parameters(const json_object *sc_params, json_object **out)
             json_object_put(params);
             return r;
         }
-        const char *v = plan_member_str(sc_params, keys[i]);
+        const char *v = kobj_str(sc_params, keys[i]);
         json_object_object_add(params, keys[i], json_object_new_string(v != NULL ? v : ""));
     }
     free(keys);
@@ -626,7 +625,7 @@ static void fill_parameters(Csi__V1__CreateVolumeRequest *req, const json_object
     for (size_t i = 0; i < n; i++) {
         Csi__V1__CreateVolumeRequest__ParametersEntry *e = util_calloc(1, sizeof(*e));
         csi__v1__create_volume_request__parameters_entry__init(e);
-        const char *v = plan_member_str(obj, keys[i]);
+        const char *v = kobj_str(obj, keys[i]);
         e->key = util_strdup(keys[i]);
         e->value = util_strdup(v != NULL ? v : "");
         req->parameters[req->n_parameters++] = e;
@@ -642,7 +641,7 @@ static void fill_mutable(Csi__V1__CreateVolumeRequest *req, const json_object *o
     for (size_t i = 0; i < n; i++) {
         Csi__V1__CreateVolumeRequest__MutableParametersEntry *e = util_calloc(1, sizeof(*e));
         csi__v1__create_volume_request__mutable_parameters_entry__init(e);
-        const char *v = plan_member_str(obj, keys[i]);
+        const char *v = kobj_str(obj, keys[i]);
         e->key = util_strdup(keys[i]);
         e->value = util_strdup(v != NULL ? v : "");
         req->mutable_parameters[req->n_mutable_parameters++] = e;
@@ -660,7 +659,7 @@ void prov_request_free(Csi__V1__CreateVolumeRequest *req)
 
 static bool pvc_is_block(const json_object *pvc)
 {
-    const char *mode = plan_str(pvc, "spec.volumeMode");
+    const char *mode = kobj_path_str(pvc, "spec.volumeMode");
     return mode != NULL && strcmp(mode, "Block") == 0;
 }
 
@@ -668,19 +667,19 @@ static bool pvc_is_block(const json_object *pvc)
 static int add_capabilities(const prov_config *cfg, const json_object *pvc, const json_object *sc,
                             const char *fs_type, Csi__V1__CreateVolumeRequest *req)
 {
-    json_object *modes = plan_typed(plan_get(pvc, "spec"), json_type_object);
+    json_object *modes = kobj_typed(kobj_path(pvc, "spec"), json_type_object);
     json_object *list = NULL;
     if (modes != NULL)
         json_object_object_get_ex(modes, "accessModes", &list);
-    list = plan_typed(list, json_type_array);
+    list = kobj_typed(list, json_type_array);
     size_t n = list != NULL ? json_object_array_length(list) : 0;
-    json_object *mount_options = plan_typed(plan_get(sc, "mountOptions"), json_type_array);
+    json_object *mount_options = kobj_typed(kobj_path(sc, "mountOptions"), json_type_array);
     size_t n_flags = mount_options != NULL ? json_object_array_length(mount_options) : 0;
     bool block = pvc_is_block(pvc);
 
     req->volume_capabilities = util_calloc(n, sizeof(void *));
     for (size_t i = 0; i < n; i++) {
-        json_object *m = json_object_array_get_idx(list, i);
+        json_object *m = kobj_at(list, i);
         const char *mode =
             json_object_is_type(m, json_type_string) ? json_object_get_string(m) : "";
         Csi__V1__VolumeCapability__AccessMode__Mode csi_mode;
@@ -706,7 +705,7 @@ static int add_capabilities(const prov_config *cfg, const json_object *pvc, cons
         mv->fs_type = util_strdup(fs_type);
         mv->mount_flags = util_calloc(n_flags, sizeof(*mv->mount_flags));
         for (size_t j = 0; j < n_flags; j++) {
-            json_object *f = json_object_array_get_idx(mount_options, j);
+            json_object *f = kobj_at(mount_options, j);
             mv->mount_flags[mv->n_mount_flags++] = util_strdup(
                 json_object_is_type(f, json_type_string) ? json_object_get_string(f) : "");
         }
@@ -738,7 +737,7 @@ static void set_content_source(Csi__V1__CreateVolumeRequest *req, prov_source_ki
 /* The PVC's VolumeAttributesClass name when the gate is on, else NULL. */
 static const char *pvc_vac_name(const prov_config *cfg, const json_object *pvc)
 {
-    const char *vac = plan_str(pvc, "spec.volumeAttributesClassName");
+    const char *vac = kobj_path_str(pvc, "spec.volumeAttributesClassName");
     return cfg->vac_enabled && vac != NULL && vac[0] != '\0' ? vac : NULL;
 }
 
@@ -763,8 +762,8 @@ static int build_topology(const prov_config *cfg, const prov_request_in *in, con
 {
     prov_topology_in t = in->topology;
     t.selected_node = selected;
-    t.allowed_topologies = plan_get(in->sc, "allowedTopologies");
-    t.pvc_name = plan_str(in->pvc, "metadata.name");
+    t.allowed_topologies = kobj_path(in->sc, "allowedTopologies");
+    t.pvc_name = kobj_path_str(in->pvc, "metadata.name");
     int r = prov_topology(cfg, &t, &req->accessibility_requirements);
     if (r == -ENOENT)
         return fail(state, PROV_RESCHEDULE, r);
@@ -777,15 +776,15 @@ static int build_topology(const prov_config *cfg, const prov_request_in *in, con
 static int finish_request(const prov_config *cfg, const prov_request_in *in, const char *pv_name,
                           Csi__V1__CreateVolumeRequest *req, prov_state *state)
 {
-    const json_object *params = plan_get(in->sc, "parameters");
+    const json_object *params = kobj_path(in->sc, "parameters");
     json_object *stripped = NULL;
     int r = prov_strip_parameters(params, &stripped);
     if (r < 0)
         return fail(state, PROV_FINAL,
                     wrap(r, "failed to strip CSI Parameters of prefixed keys: "));
     if (cfg->extra_create_metadata) {
-        const char *name = plan_str(in->pvc, "metadata.name");
-        const char *ns = plan_str(in->pvc, "metadata.namespace");
+        const char *name = kobj_path_str(in->pvc, "metadata.name");
+        const char *ns = kobj_path_str(in->pvc, "metadata.namespace");
         json_object_object_add(stripped, PROV_PARAM_PVC_NAME,
                                json_object_new_string(name != NULL ? name : ""));
         json_object_object_add(stripped, PROV_PARAM_PVC_NAMESPACE,
@@ -802,7 +801,7 @@ static int finish_request(const prov_config *cfg, const prov_request_in *in, con
         return fail(state, PROV_NO_CHANGE,
                     util_err_set(-ENOENT, "volumeattributesclasses.storage.k8s.io \"%s\" not found",
                                  vac_name));
-    const char *vac_driver = plan_str(in->vac, "driverName");
+    const char *vac_driver = kobj_path_str(in->vac, "driverName");
     if (vac_driver == NULL || cfg->driver_name == NULL || strcmp(vac_driver, cfg->driver_name) != 0)
         return fail(state, PROV_FINAL,
                     util_err_set(-EINVAL,
@@ -810,7 +809,7 @@ static int finish_request(const prov_config *cfg, const prov_request_in *in, con
                                  "driver name %s",
                                  vac_name, vac_driver != NULL ? vac_driver : "",
                                  cfg->driver_name != NULL ? cfg->driver_name : ""));
-    fill_mutable(req, plan_get(in->vac, "parameters"));
+    fill_mutable(req, kobj_path(in->vac, "parameters"));
     return 0;
 }
 
@@ -821,7 +820,7 @@ static int build_request(const prov_config *cfg, const prov_request_in *in, cons
     const char *selected = prov_selected_node(in->pvc);
     if (selected != NULL && selected[0] == '\0')
         selected = NULL;
-    const json_object *params = plan_get(in->sc, "parameters");
+    const json_object *params = kobj_path(in->sc, "parameters");
 
     char *fs_type = NULL;
     int r = prov_fstype(cfg, params, &fs_type);
@@ -874,11 +873,11 @@ int prov_build_request(const prov_config *cfg, const prov_request_in *in,
     if (r < 0)
         return fail(state, PROV_FINAL, r);
     json_object *sel = NULL;
-    json_object *spec = plan_get(in->pvc, "spec");
+    json_object *spec = kobj_path(in->pvc, "spec");
     if (spec != NULL && json_object_object_get_ex(spec, "selector", &sel) && sel != NULL)
         return fail(state, PROV_FINAL, util_err_set(-EINVAL, "claim Selector is not supported"));
     char *pv_name = NULL;
-    r = prov_volume_name(cfg, plan_str(in->pvc, "metadata.uid"), &pv_name);
+    r = prov_volume_name(cfg, kobj_path_str(in->pvc, "metadata.uid"), &pv_name);
     if (r < 0)
         return fail(state, PROV_FINAL, r);
 
@@ -972,7 +971,7 @@ int prov_request_set_secrets(Csi__V1__CreateVolumeRequest *req, const json_objec
      * (secret_data NULL) must leave nothing behind. */
     req->secrets = n > 0 ? util_calloc(n, sizeof(void *)) : NULL;
     for (size_t i = 0; i < n; i++) {
-        const char *v = plan_member_str(secret_data, keys[i]);
+        const char *v = kobj_str(secret_data, keys[i]);
         char *decoded = NULL;
         if (b64_decode(v != NULL ? v : "", &decoded) < 0) {
             int r = util_err_set(-EINVAL, "secret data for key \"%s\" is not base64 text", keys[i]);

@@ -14,6 +14,7 @@
 #define CSISIDECAR_PLAN_INTERNAL_H
 
 #include "provisioner.h"
+#include "kobj/kobj.h"
 
 /* ---- strings ------------------------------------------------------------- */
 
@@ -35,16 +36,6 @@ void plan_buf_free(plan_buf *b);
 void plan_warn_deprecated(const prov_config *cfg, const char *old_key, const char *new_key);
 
 /* ---- JSON ---------------------------------------------------------------- */
-
-/* The member at a dot-separated path ("spec.resources.requests"), or NULL
- * when a step is missing, null or not an object. */
-json_object *plan_get(const json_object *obj, const char *path);
-/* The string at `path`, or NULL when it is missing or not a string. */
-const char *plan_str(const json_object *obj, const char *path);
-/* The string member `key` of `obj` (keys may contain dots), or NULL. */
-const char *plan_member_str(const json_object *obj, const char *key);
-/* `obj` itself when it is of `type`, else NULL. */
-json_object *plan_typed(const json_object *obj, json_type type);
 
 /* The keys of an object sorted bytewise; *n gets the count. Free the array
  * (not the keys, which belong to obj). NULL when obj is not an object. */

@@ -24,9 +24,9 @@ static int64_t requested_bytes(const Csi__V1__CreateVolumeRequest *req)
 /* The PVC has a data source the driver must have used. */
 static bool expects_source(const prov_config *cfg, const json_object *pvc)
 {
-    if (plan_get(pvc, "spec.dataSource") != NULL)
+    if (kobj_path(pvc, "spec.dataSource") != NULL)
         return true;
-    const char *ns = plan_str(pvc, "spec.dataSourceRef.namespace");
+    const char *ns = kobj_path_str(pvc, "spec.dataSourceRef.namespace");
     return cfg->cross_namespace_source && ns != NULL && ns[0] != '\0';
 }
 
@@ -79,7 +79,7 @@ static void add_opt(json_object *obj, const char *key, const char *value)
 /* A deep copy of a non-empty array member, else nothing (omitempty). */
 static void add_array_copy(json_object *obj, const char *key, const json_object *src)
 {
-    json_object *a = plan_typed(src, json_type_array);
+    json_object *a = kobj_typed(src, json_type_array);
     if (a == NULL || json_object_array_length(a) == 0)
         return;
     json_object *copy = NULL;
@@ -91,11 +91,11 @@ static json_object *claim_ref(const json_object *pvc)
 {
     json_object *ref = json_object_new_object();
     add_str(ref, "kind", "PersistentVolumeClaim");
-    add_opt(ref, "namespace", plan_str(pvc, "metadata.namespace"));
-    add_opt(ref, "name", plan_str(pvc, "metadata.name"));
-    add_opt(ref, "uid", plan_str(pvc, "metadata.uid"));
+    add_opt(ref, "namespace", kobj_path_str(pvc, "metadata.namespace"));
+    add_opt(ref, "name", kobj_path_str(pvc, "metadata.name"));
+    add_opt(ref, "uid", kobj_path_str(pvc, "metadata.uid"));
     add_str(ref, "apiVersion", "v1");
-    add_opt(ref, "resourceVersion", plan_str(pvc, "metadata.resourceVersion"));
+    add_opt(ref, "resourceVersion", kobj_path_str(pvc, "metadata.resourceVersion"));
     return ref;
 }
 
@@ -103,7 +103,7 @@ static json_object *metadata(const json_object *sc, const char *pv_name,
                              const prov_secret_refs *refs)
 {
     json_object *ann = json_object_new_object();
-    add_str(ann, PROV_ANN_PROVISIONED_BY, plan_str(sc, "provisioner"));
+    add_str(ann, PROV_ANN_PROVISIONED_BY, kobj_path_str(sc, "provisioner"));
     /* Always written: empty means "no secret", and Delete trusts these over
      * the StorageClass, which may have changed or gone. */
     const prov_secret_ref *prov = refs != NULL ? &refs->ref[PROV_SECRET_PROVISIONER] : NULL;
@@ -138,12 +138,12 @@ static json_object *csi_source(const prov_config *cfg, const json_object *pvc,
             CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY)
         json_object_object_add(csi, "readOnly", json_object_new_boolean(1));
 
-    const char *mode = plan_str(pvc, "spec.volumeMode");
+    const char *mode = kobj_path_str(pvc, "spec.volumeMode");
     if (mode == NULL || strcmp(mode, "Block") != 0) {
         prov_config quiet = *cfg; /* the request already warned */
         quiet.warn = NULL;
         char *fs = NULL;
-        if (prov_fstype(&quiet, plan_get(sc, "parameters"), &fs) == 0)
+        if (prov_fstype(&quiet, kobj_path(sc, "parameters"), &fs) == 0)
             add_opt(csi, "fsType", fs);
         free(fs);
     }
@@ -190,7 +190,7 @@ int prov_build_pv(const prov_config *cfg, const json_object *pvc, const json_obj
     int64_t capacity = vol->capacity_bytes != 0 ? vol->capacity_bytes : requested_bytes(req);
 
     json_object *spec = json_object_new_object();
-    add_array_copy(spec, "accessModes", plan_get(pvc, "spec.accessModes"));
+    add_array_copy(spec, "accessModes", kobj_path(pvc, "spec.accessModes"));
     char qty[PROV_QUANTITY_MAX];
     prov_quantity_format(capacity, qty, sizeof(qty));
     json_object *cap = json_object_new_object();
@@ -198,12 +198,13 @@ int prov_build_pv(const prov_config *cfg, const json_object *pvc, const json_obj
     json_object_object_add(spec, "capacity", cap);
     json_object_object_add(spec, "claimRef", claim_ref(pvc));
     json_object_object_add(spec, "csi", csi_source(cfg, pvc, sc, req, vol, refs));
-    add_array_copy(spec, "mountOptions", plan_get(sc, "mountOptions"));
-    add_opt(spec, "persistentVolumeReclaimPolicy", plan_str(sc, "reclaimPolicy"));
+    add_array_copy(spec, "mountOptions", kobj_path(sc, "mountOptions"));
+    add_opt(spec, "persistentVolumeReclaimPolicy", kobj_path_str(sc, "reclaimPolicy"));
     add_opt(spec, "storageClassName", prov_pvc_class(pvc));
-    add_opt(spec, "volumeMode", plan_str(pvc, "spec.volumeMode"));
+    add_opt(spec, "volumeMode", kobj_path_str(pvc, "spec.volumeMode"));
     if (cfg->vac_enabled)
-        add_opt(spec, "volumeAttributesClassName", plan_str(pvc, "spec.volumeAttributesClassName"));
+        add_opt(spec, "volumeAttributesClassName",
+                kobj_path_str(pvc, "spec.volumeAttributesClassName"));
     if (cfg->topology) {
         json_object *affinity =
             prov_node_affinity(vol->accessible_topology, vol->n_accessible_topology);

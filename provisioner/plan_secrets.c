@@ -66,10 +66,10 @@ const char *prov_secret_kind_name(prov_secret_kind kind)
 static bool param(const json_object *params, const char *key, const char **value)
 {
     json_object *v = NULL;
-    if (key == NULL || plan_typed(params, json_type_object) == NULL ||
+    if (key == NULL || kobj_typed(params, json_type_object) == NULL ||
         !json_object_object_get_ex(params, key, &v))
         return false;
-    v = plan_typed(v, json_type_string);
+    v = kobj_typed(v, json_type_string);
     *value = v != NULL ? json_object_get_string(v) : "";
     return true;
 }
@@ -135,13 +135,13 @@ static const char *lookup(tokens *t, const char *name)
     if (t->pvc == NULL)
         return NULL;
     if (strcmp(name, "pvc.namespace") == 0) {
-        const char *ns = plan_str(t->pvc, "metadata.namespace");
+        const char *ns = kobj_path_str(t->pvc, "metadata.namespace");
         return ns != NULL ? ns : "";
     }
     if (!t->name_scope)
         return NULL;
     if (strcmp(name, "pvc.name") == 0) {
-        const char *n = plan_str(t->pvc, "metadata.name");
+        const char *n = kobj_path_str(t->pvc, "metadata.name");
         return n != NULL ? n : "";
     }
     static const char open[] = "pvc.annotations['";
@@ -151,11 +151,11 @@ static const char *lookup(tokens *t, const char *name)
         size_t klen = len - (sizeof(open) - 1) - 2;
         char *key = util_calloc(klen + 1, 1);
         memcpy(key, name + sizeof(open) - 1, klen);
-        json_object *ann = plan_get(t->pvc, "metadata.annotations");
+        json_object *ann = kobj_path(t->pvc, "metadata.annotations");
         json_object *v = NULL;
         const char *res = NULL;
         if (ann != NULL && json_object_object_get_ex(ann, key, &v))
-            res = plan_typed(v, json_type_string) != NULL ? json_object_get_string(v) : "";
+            res = kobj_typed(v, json_type_string) != NULL ? json_object_get_string(v) : "";
         free(key);
         return res;
     }

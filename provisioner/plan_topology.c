@@ -103,30 +103,24 @@ static plan_term term_clone_add(const plan_term *old, const char *key, const cha
 
 static const char *jstr_or_empty(const json_object *o)
 {
-    return plan_typed(o, json_type_string) != NULL ? json_object_get_string((json_object *)o) : "";
-}
-
-static size_t array_len(const json_object *a)
-{
-    return plan_typed(a, json_type_array) != NULL ? json_object_array_length(a) : 0;
+    return kobj_typed(o, json_type_string) != NULL ? json_object_get_string((json_object *)o) : "";
 }
 
 /* flatten(): the OR of values under each key distributed over the AND of
  * keys, term by term, in upstream's order (it shows in one message). */
 static void flatten(const json_object *allowed, terms *out)
 {
-    size_t n_terms = array_len(allowed);
+    size_t n_terms = kobj_len(allowed);
     for (size_t i = 0; i < n_terms; i++) {
-        json_object *exprs =
-            plan_get(json_object_array_get_idx(allowed, i), "matchLabelExpressions");
+        json_object *exprs = kobj_path(kobj_at(allowed, i), "matchLabelExpressions");
         terms old = {0};
-        for (size_t e = 0; e < array_len(exprs); e++) {
-            json_object *expr = json_object_array_get_idx(exprs, e);
-            const char *key = plan_str(expr, "key");
-            json_object *values = plan_get(expr, "values");
+        for (size_t e = 0; e < kobj_len(exprs); e++) {
+            json_object *expr = kobj_at(exprs, e);
+            const char *key = kobj_path_str(expr, "key");
+            json_object *values = kobj_path(expr, "values");
             terms next = {0};
-            for (size_t v = 0; v < array_len(values); v++) {
-                const char *val = jstr_or_empty(json_object_array_get_idx(values, v));
+            for (size_t v = 0; v < kobj_len(values); v++) {
+                const char *val = jstr_or_empty(kobj_at(values, v));
                 const plan_term none = {0};
                 /* With nothing to distribute over (first key, or a key
                  * before it had no values) a term starts afresh. */
@@ -149,15 +143,15 @@ static void flatten(const json_object *allowed, terms *out)
 /* The term of a node for `keys`; false when a key is not a label. */
 static bool node_term(const json_object *labels, const json_object *keys, plan_term *out)
 {
-    size_t n = array_len(keys);
+    size_t n = kobj_len(keys);
     plan_term t = {.segs = util_calloc(n, sizeof(plan_seg)), .n = 0};
     for (size_t i = 0; i < n; i++) {
-        const char *key = jstr_or_empty(json_object_array_get_idx(keys, i));
-        const char *v = plan_member_str(labels, key);
+        const char *key = jstr_or_empty(kobj_at(keys, i));
+        const char *v = kobj_str(labels, key);
         if (v == NULL) {
             json_object *raw = NULL;
             /* A label whose value is not a string cannot happen in Kubernetes. */
-            if (plan_typed(labels, json_type_object) == NULL ||
+            if (kobj_typed(labels, json_type_object) == NULL ||
                 !json_object_object_get_ex(labels, key, &raw)) {
                 free(t.segs);
                 return false;
@@ -175,9 +169,8 @@ static bool node_term(const json_object *labels, const json_object *keys, plan_t
 static void add_keys(plan_buf *b, const json_object *keys)
 {
     plan_buf_add(b, "[");
-    for (size_t i = 0; i < array_len(keys); i++)
-        plan_buf_addf(b, "%s%s", i > 0 ? " " : "",
-                      jstr_or_empty(json_object_array_get_idx(keys, i)));
+    for (size_t i = 0; i < kobj_len(keys); i++)
+        plan_buf_addf(b, "%s%s", i > 0 ? " " : "", jstr_or_empty(kobj_at(keys, i)));
     plan_buf_add(b, "]");
 }
 
@@ -202,12 +195,12 @@ static int fail_buf(plan_buf *b, int code)
 
 const json_object *prov_csinode_keys(const json_object *csinode, const char *driver)
 {
-    json_object *drivers = plan_get(csinode, "spec.drivers");
-    for (size_t i = 0; driver != NULL && i < array_len(drivers); i++) {
-        json_object *d = json_object_array_get_idx(drivers, i);
-        const char *name = plan_str(d, "name");
+    json_object *drivers = kobj_path(csinode, "spec.drivers");
+    for (size_t i = 0; driver != NULL && i < kobj_len(drivers); i++) {
+        json_object *d = kobj_at(drivers, i);
+        const char *name = kobj_path_str(d, "name");
         if (name != NULL && strcmp(name, driver) == 0)
-            return plan_typed(plan_get(d, "topologyKeys"), json_type_array);
+            return kobj_typed(kobj_path(d, "topologyKeys"), json_type_array);
     }
     return NULL;
 }
@@ -216,17 +209,16 @@ const json_object *prov_csinode_keys(const json_object *csinode, const char *dri
 static int aggregate(const prov_config *cfg, const prov_topology_in *in, const json_object *keys,
                      terms *out)
 {
-    if (array_len(keys) == 0) {
+    if (kobj_len(keys) == 0) {
         /* Immediate binding and no CSINode lists keys: the caller then
          * reports "no available topology found". */
         if (cfg->warn != NULL)
             cfg->warn(cfg->warn_ud, "No topology keys found on any node");
         return 0;
     }
-    for (size_t i = 0; i < array_len(in->nodes); i++) {
+    for (size_t i = 0; i < kobj_len(in->nodes); i++) {
         plan_term t;
-        if (node_term(plan_get(json_object_array_get_idx(in->nodes, i), "metadata.labels"), keys,
-                      &t))
+        if (node_term(kobj_path(kobj_at(in->nodes, i), "metadata.labels"), keys, &t))
             terms_push(out, t);
     }
     if (out->n == 0) {
@@ -334,11 +326,11 @@ static int selected_term(const prov_config *cfg, const prov_topology_in *in, pla
                             "found",
                             node, node);
     const json_object *keys = prov_csinode_keys(in->csinode, cfg->driver_name);
-    if (array_len(keys) == 0)
+    if (kobj_len(keys) == 0)
         return util_err_set(-EINVAL, "no topology key found for node %s", node);
     /* A Node that is gone counts as missing labels, as upstream's lister
      * lookup does; the lib has normally rescheduled before (prov_build_request). */
-    if (in->node == NULL || !node_term(plan_get(in->node, "metadata.labels"), keys, sel)) {
+    if (in->node == NULL || !node_term(kobj_path(in->node, "metadata.labels"), keys, sel)) {
         /* Upstream prints the labels it no longer holds at this point: map[]. */
         plan_buf_add(&b, "topology labels from selected node map[] does not match topology keys "
                          "from CSINode ");
@@ -348,7 +340,7 @@ static int selected_term(const prov_config *cfg, const prov_topology_in *in, pla
     *keys_out = keys;
     if (!cfg->strict_topology)
         return 0;
-    if (array_len(in->allowed_topologies) != 0) {
+    if (kobj_len(in->allowed_topologies) != 0) {
         terms flat = {0};
         bool found = false;
         flatten(in->allowed_topologies, &flat);
@@ -385,7 +377,7 @@ static int plan_topology(const prov_config *cfg, const prov_topology_in *in, pla
             return r;
     }
     if (req->n == 0) {
-        if (array_len(in->allowed_topologies) != 0) {
+        if (kobj_len(in->allowed_topologies) != 0) {
             flatten(in->allowed_topologies, req);
         } else {
             if (!selected && !cfg->immediate_topology)

@@ -140,49 +140,6 @@ void plan_buf_add_term(plan_buf *b, const plan_term *t)
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-json_object *plan_typed(const json_object *obj, json_type type)
-{
-    return obj != NULL && json_object_is_type(obj, type) ? (json_object *)obj : NULL;
-}
-
-json_object *plan_get(const json_object *obj, const char *path)
-{
-    json_object *cur = plan_typed(obj, json_type_object);
-    const char *p = path;
-    while (cur != NULL && *p != '\0') {
-        const char *dot = strchr(p, '.');
-        size_t n = dot != NULL ? (size_t)(dot - p) : strlen(p);
-        char key[128];
-        if (n >= sizeof(key))
-            return NULL;
-        memcpy(key, p, n);
-        key[n] = '\0';
-        json_object *next = NULL;
-        if (!json_object_object_get_ex(cur, key, &next) || next == NULL)
-            return NULL;
-        p += n + (dot != NULL ? 1 : 0);
-        if (*p == '\0')
-            return next;
-        cur = plan_typed(next, json_type_object);
-    }
-    return NULL;
-}
-
-const char *plan_str(const json_object *obj, const char *path)
-{
-    json_object *v = plan_typed(plan_get(obj, path), json_type_string);
-    return v != NULL ? json_object_get_string(v) : NULL;
-}
-
-const char *plan_member_str(const json_object *obj, const char *key)
-{
-    json_object *v = NULL;
-    if (plan_typed(obj, json_type_object) == NULL || !json_object_object_get_ex(obj, key, &v))
-        return NULL;
-    v = plan_typed(v, json_type_string);
-    return v != NULL ? json_object_get_string(v) : NULL;
-}
-
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -191,7 +148,7 @@ static int cmp_str(const void *a, const void *b)
 const char **plan_sorted_keys(const json_object *obj, size_t *n)
 {
     *n = 0;
-    if (plan_typed(obj, json_type_object) == NULL)
+    if (kobj_typed(obj, json_type_object) == NULL)
         return NULL;
     size_t count = (size_t)json_object_object_length(obj);
     const char **keys = util_calloc(count, sizeof(*keys));
