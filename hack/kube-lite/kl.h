@@ -61,6 +61,9 @@ typedef struct kl_type {
     const char *const *fields;
     const kl_merge_key *merge_keys; /* strategic merge lists, n_merge_keys long */
     size_t n_merge_keys;
+    /* metadata.generation is kept (1 on create, +1 on spec changes) although
+     * not a CRD: the apps/v1 workloads. */
+    bool generation;
 } kl_type;
 
 /* Every served type, in a fixed order. */
@@ -74,6 +77,24 @@ const kl_type *kl_type_by_kind(const char *group, const char *kind);
 const char *kl_type_qualified(const kl_type *t);
 /* "v1" or "storage.k8s.io/v1". Static storage per type. */
 const char *kl_type_api_version(const kl_type *t);
+
+/* ---- table: server-side printing (meta.k8s.io Table) ----------------------- */
+
+enum { KL_TABLE_V1 = 1, KL_TABLE_V1BETA1 = 2 };
+enum { KL_INCLUDE_NONE = 0, KL_INCLUDE_METADATA = 1, KL_INCLUDE_OBJECT = 2 };
+
+/* Which Table version an Accept header asks for first (KL_TABLE_V1 or
+ * KL_TABLE_V1BETA1), or 0 for plain JSON. */
+int kl_table_accept(const char *accept);
+/* The includeObject query parameter (NULL: Metadata); -1 when unknown. */
+int kl_table_include(const char *include_object);
+/* An empty Table for `t` with (when `columns`) kube-apiserver's column
+ * definitions for that type; rows are added with kl_table_add_row. */
+json_object *kl_table_new(const kl_type *t, int version, bool columns);
+/* Appends the row of `obj` (cells, and the object as asked by `include`),
+ * ages computed against `now` (Unix seconds). */
+void kl_table_add_row(json_object *table, const kl_type *t, const json_object *obj, int version,
+                      int include, int64_t now);
 
 /* ---- errs: field errors for 422 Invalid ------------------------------------ */
 

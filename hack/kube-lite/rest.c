@@ -674,6 +674,36 @@ static bool parse_rv(const char *s, uint64_t *rv)
     return true;
 }
 
+/* The Table answer of a list or get: rows for `items`, the list's
+ * resourceVersion and continue token in its metadata. */
+static void answer_table(kl_response *r, const kl_request *req, const kl_type *t, int version,
+                         kl_obj *const *items, size_t n, uint64_t rv, const char *cont)
+{
+    int include = kl_table_include(query(req, "includeObject"));
+    if (include < 0) {
+        fail(r, 400, "BadRequest", NULL, NULL,
+             "includeObject must be one of None, Metadata or Object");
+        return;
+    }
+    json_object *tab = kl_table_new(t, version, !query_true(req, "noHeaders"));
+    json_object *meta = NULL;
+    json_object_object_get_ex(tab, "metadata", &meta);
+    if (rv) {
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%" PRIu64, rv);
+        json_object_object_add(meta, "resourceVersion", json_object_new_string(buf));
+    }
+    if (cont)
+        json_object_object_add(meta, "continue", json_object_new_string(cont));
+    int64_t now = (int64_t)time(NULL);
+    for (size_t i = 0; i < n; i++) {
+        json_object *tree = kl_obj_tree(items[i]);
+        kl_table_add_row(tab, t, tree, version, include, now);
+        json_object_put(tree);
+    }
+    set_body(r, 200, tab);
+}
+
 static void do_list(kl_api *a, const kl_request *req, const struct route *rt, kl_response *r)
 {
     struct filter f;
@@ -752,6 +782,16 @@ static void do_list(kl_api *a, const kl_request *req, const struct route *rt, kl
         free(raw);
         total += strlen(tok);
     }
+    int table = kl_table_accept(req->accept);
+    if (table) {
+        answer_table(r, req, rt->t, table, items, n, rv, tok);
+        kl_objs_free(items, n);
+        free(next);
+        free(tok);
+        free(after);
+        filter_clear(&f);
+        return;
+    }
     char *buf = malloc(total + 64);
     if (!buf)
         abort();
@@ -781,14 +821,18 @@ static void do_list(kl_api *a, const kl_request *req, const struct route *rt, kl
     filter_clear(&f);
 }
 
-static void do_get(kl_api *a, const struct route *rt, kl_response *r)
+static void do_get(kl_api *a, const kl_request *req, const struct route *rt, kl_response *r)
 {
     kl_obj *o = kl_store_get(a->store, rt->t, rt->ns, rt->name);
     if (!o) {
         set_body(r, 404, not_found(rt->t, rt->name));
         return;
     }
-    set_obj(r, 200, o);
+    int table = kl_table_accept(req->accept);
+    if (table)
+        answer_table(r, req, rt->t, table, &o, 1, o->rv, NULL);
+    else
+        set_obj(r, 200, o);
     kl_obj_unref(o);
 }
 
@@ -804,6 +848,9 @@ struct kl_stream {
     kl_obj **init; /* synthetic ADDED events still to send */
     size_t n_init, i_init;
     bool initial_end_bookmark;
+    int table;        /* KL_TABLE_*: events carry Tables (kubectl get -w) */
+    int include;      /* KL_INCLUDE_* for the Table rows */
+    bool sent_header; /* the column definitions went out with the first event */
     bool bookmarks;
     bool expired;
     bool ended;
@@ -876,12 +923,32 @@ static void sb_add(sbuf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-static void sb_event(sbuf *b, const char *type, const kl_obj *o)
+static void sb_event(kl_stream *st, sbuf *b, const char *type, const kl_obj *o)
 {
     char head[48];
     int n = snprintf(head, sizeof(head), "{\"type\":\"%s\",\"object\":", type);
     sb_add(b, head, (size_t)n);
-    sb_add(b, o->json, o->len);
+    if (st->table) {
+        /* One row per event; the columns only with the first, as
+         * kube-apiserver sends them. */
+        json_object *tab = kl_table_new(st->t, st->table, !st->sent_header);
+        st->sent_header = true;
+        json_object *meta = NULL;
+        json_object_object_get_ex(tab, "metadata", &meta);
+        char rv[32];
+        snprintf(rv, sizeof(rv), "%" PRIu64, o->rv);
+        json_object_object_add(meta, "resourceVersion", json_object_new_string(rv));
+        json_object *tree = kl_obj_tree(o);
+        kl_table_add_row(tab, st->t, tree, st->table, st->include, (int64_t)time(NULL));
+        json_object_put(tree);
+        size_t len = 0;
+        const char *text = json_object_to_json_string_length(
+            tab, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        sb_add(b, text, len);
+        json_object_put(tab);
+    } else {
+        sb_add(b, o->json, o->len);
+    }
     sb_add(b, "}\n", 2);
 }
 
@@ -923,7 +990,7 @@ int kl_stream_next(kl_stream *st, char **buf, size_t *len)
     }
     while (st->i_init < st->n_init && b.len < (size_t)256 * 1024) {
         kl_obj *o = st->init[st->i_init++];
-        sb_event(&b, "ADDED", o);
+        sb_event(st, &b, "ADDED", o);
         kl_obj_unref(o);
     }
     if (b.len)
@@ -950,12 +1017,12 @@ int kl_stream_next(kl_stream *st, char **buf, size_t *len)
             bool now_in = filter_match(&st->f, ev[i].obj);
             bool was_in = ev[i].old && filter_match(&st->f, ev[i].old);
             if (ev[i].type == KL_ADDED && now_in)
-                sb_event(&b, "ADDED", ev[i].obj);
+                sb_event(st, &b, "ADDED", ev[i].obj);
             else if (ev[i].type == KL_MODIFIED && now_in)
-                sb_event(&b, was_in ? "MODIFIED" : "ADDED", ev[i].obj);
+                sb_event(st, &b, was_in ? "MODIFIED" : "ADDED", ev[i].obj);
             else if ((ev[i].type == KL_MODIFIED && was_in) ||
                      (ev[i].type == KL_DELETED && (now_in || was_in)))
-                sb_event(&b, "DELETED", ev[i].obj);
+                sb_event(st, &b, "DELETED", ev[i].obj);
             kl_event_clear(&ev[i]);
         }
         if (n < 64 || b.len > (size_t)256 * 1024)
@@ -1032,6 +1099,10 @@ static void do_watch(kl_api *a, const kl_request *req, const struct route *rt, k
         kl_store_watch(a->store, rt->t, kl_store_rv(a->store), stream_notify, st, &st->w);
         st->expired = true;
     }
+    st->table = kl_table_accept(req->accept);
+    st->include = kl_table_include(query(req, "includeObject"));
+    if (st->include < 0)
+        st->include = KL_INCLUDE_METADATA;
     st->bookmarks = query_true(req, "allowWatchBookmarks");
     util_duration now = util_now_mono();
     const char *ts = query(req, "timeoutSeconds");
@@ -1216,7 +1287,7 @@ static void finish_update(struct write_ctx *c, const kl_obj *cur, json_object *o
     copy_field(meta, old_meta, "deletionTimestamp");
     copy_field(meta, old_meta, "deletionGracePeriodSeconds");
     copy_field(meta, old_meta, "generation");
-    if (t->custom && spec_changed(t, old, obj)) {
+    if ((t->custom || t->generation) && spec_changed(t, old, obj)) {
         json_object *g = NULL;
         int64_t gen =
             json_object_object_get_ex(old_meta, "generation", &g) ? json_object_get_int64(g) : 1;
@@ -1339,7 +1410,7 @@ static json_object *prepare_create(struct write_ctx *c, json_object *obj, const 
     json_object_object_del(meta, "deletionTimestamp");
     json_object_object_del(meta, "deletionGracePeriodSeconds");
     json_object_object_del(meta, "managedFields");
-    if (t->custom)
+    if (t->custom || t->generation)
         json_object_object_add(meta, "generation", json_object_new_int64(1));
     else
         json_object_object_del(meta, "generation");
@@ -1355,7 +1426,8 @@ static json_object *prepare_create(struct write_ctx *c, json_object *obj, const 
         json_object *st = json_object_new_object();
         json_object_object_add(st, "attached", json_object_new_boolean(0));
         json_object_object_add(obj, "status", st);
-    } else if (t->custom && t->has_status) {
+    } else if ((t->custom || t->generation) && t->has_status) {
+        /* The workload controllers' status starts empty. */
         json_object_object_del(obj, "status");
     }
     kl_apply_defaults(t, obj);
@@ -1948,7 +2020,7 @@ void kl_api_handle(kl_api *a, const kl_request *req, kl_response *r)
         else
             do_list(a, req, &rt, r);
     } else if (strcmp(verb, "get") == 0) {
-        do_get(a, &rt, r);
+        do_get(a, req, &rt, r);
     } else if (strcmp(verb, "create") == 0) {
         if (rt.name[0])
             method_not_allowed(r);

@@ -412,7 +412,9 @@ static int srv_stop(srv *s)
 typedef struct cli {
     CURL *h;
     const srv *s;
-    const char *token; /* bearer token or NULL */
+    const char *token;  /* bearer token or NULL */
+    const char *accept; /* Accept header; NULL: application/json */
+    size_t body_len;    /* a binary body's length; 0: strlen */
 } cli;
 
 static cli C; /* the current group's client */
@@ -454,7 +456,9 @@ static size_t buf_write(char *data, size_t size, size_t n, void *ud)
 
 static struct curl_slist *headers_for(const cli *c, const char *ctype)
 {
-    struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
+    char *acc = util_asprintf("Accept: %s", c->accept ? c->accept : "application/json");
+    struct curl_slist *h = curl_slist_append(NULL, acc);
+    free(acc);
     h = curl_slist_append(h, "Expect:");
     if (ctype) {
         char *l = util_asprintf("Content-Type: %s", ctype);
@@ -497,7 +501,10 @@ static char *perform(cli *c, const char *method, const char *path, const char *c
     else
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     if (body || strcmp(method, "POST") == 0) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)(body ? strlen(body) : 0));
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE,
+                         (long)(c->body_len ? c->body_len
+                                : body      ? strlen(body)
+                                            : 0));
         curl_easy_setopt(h, CURLOPT_COPYPOSTFIELDS, body ? body : "");
     }
     buf data = {0}, head = {0};
@@ -932,6 +939,8 @@ static int group_setup(kgroup *g)
 static int test_setup(void **state)
 {
     (void)state;
+    C.accept = NULL;
+    C.body_len = 0;
     if (!cur || !exited(&cur->s.pid))
         return 0;
     int status = th_stop(cur->s.pid, 0);
@@ -2924,6 +2933,233 @@ static void test_rbac_service_account_token_bound_by_cluster_role_binding(void *
 
 /* ===================================================================================== */
 
+/* ---- Table output (kubectl get) ------------------------------------------------------- */
+
+#define ACCEPT_TABLE                                                                               \
+    "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s." \
+    "io,application/json"
+
+static json_object *get_table(const char *path, const char *accept)
+{
+    long code = 0;
+    C.accept = accept;
+    json_object *t = get(path, &code);
+    C.accept = NULL;
+    expect_code(code, 200, t);
+    assert_str(JS(t, "kind"), "Table");
+    return t;
+}
+
+/* Column names joined by ","; priority-1 columns marked with a '+'. */
+static const char *column_names(json_object *table)
+{
+    json_object *defs = J(table, "columnDefinitions");
+    const char *out = "";
+    for (size_t i = 0; defs && i < json_object_array_length(defs); i++) {
+        json_object *d = json_object_array_get_idx(defs, i);
+        out = fmt("%s%s%s%s", out, i ? "," : "", JS(d, "name"),
+                  json_object_get_int(J(d, "priority")) ? "+" : "");
+    }
+    return out;
+}
+
+/* Cells of row `r` as text joined by "|" (numbers and booleans as JSON). */
+static const char *row_cells(json_object *table, size_t r)
+{
+    json_object *cells = J(table, "rows", fmt("%zu", r), "cells");
+    const char *out = "";
+    for (size_t i = 0; cells && i < json_object_array_length(cells); i++) {
+        json_object *c = json_object_array_get_idx(cells, i);
+        out = fmt("%s%s%s", out, i ? "|" : "",
+                  json_object_is_type(c, json_type_string) ? json_object_get_string(c) : jtext(c));
+    }
+    return out;
+}
+
+static void test_table_pvc_list_has_kube_apiserver_columns_and_cells(void **state)
+{
+    (void)state;
+    const char *ns = mkns();
+    create(core(ns, "persistentvolumeclaims", NULL),
+           js("{'metadata':{'name':'bound'},'spec':{'accessModes':['ReadWriteOnce','ReadWriteMany',"
+              "'ReadWriteOnce'],'resources':{'requests':{'storage':'1Gi'}},'storageClassName':"
+              "'fast','volumeName':'pv-1','volumeMode':'Block'}}"));
+    long code = 0;
+    json_object *o = patch(fmt("%s/status", core(ns, "persistentvolumeclaims", "bound")), CT_MERGE,
+                           js("{'status':{'phase':'Bound','capacity':{'storage':'2Gi'},"
+                              "'accessModes':['ReadWriteMany','ReadWriteOnce']}}"),
+                           &code);
+    expect_code(code, 200, o);
+    json_object *t = get_table(core(ns, "persistentvolumeclaims", NULL), ACCEPT_TABLE);
+    assert_str(JS(t, "apiVersion"), "meta.k8s.io/v1");
+    assert_str(column_names(t), "Name,Status,Volume,Capacity,Access Modes,StorageClass,"
+                                "VolumeAttributesClass,Age,VolumeMode+");
+    assert_str(JS(t, "columnDefinitions", "0", "format"), "name");
+    assert_non_null(JS(t, "metadata", "resourceVersion"));
+    const char *cells = row_cells(t, 0);
+    assert_prefix(cells, "bound|Bound|pv-1|2Gi|RWO,RWX|fast|<unset>|");
+    assert_non_null(strstr(cells, "s|Block"));
+    assert_str(JS(t, "rows", "0", "object", "kind"), "PartialObjectMetadata");
+    assert_str(JS(t, "rows", "0", "object", "apiVersion"), "meta.k8s.io/v1");
+    assert_str(JS(t, "rows", "0", "object", "metadata", "name"), "bound");
+    assert_null(J(t, "rows", "0", "object", "spec"));
+}
+
+static void test_table_single_get_v1beta1_with_include_object(void **state)
+{
+    (void)state;
+    const char *ns = mkns();
+    create(core(ns, "persistentvolumeclaims", NULL),
+           js("{'metadata':{'name':'p'},'spec':{'accessModes':['ReadWriteOnce'],'resources':{"
+              "'requests':{'storage':'1Gi'}}}}"));
+    const char *v1beta1 = "application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+    json_object *t =
+        get_table(fmt("%s?includeObject=Object", core(ns, "persistentvolumeclaims", "p")), v1beta1);
+    assert_str(JS(t, "apiVersion"), "meta.k8s.io/v1beta1");
+    assert_int_equal(json_object_array_length(J(t, "rows")), 1);
+    assert_prefix(row_cells(t, 0), "p|Pending||||");
+    assert_str(JS(t, "rows", "0", "object", "kind"), "PersistentVolumeClaim");
+    assert_str(JS(t, "rows", "0", "object", "spec", "resources", "requests", "storage"), "1Gi");
+    t = get_table(fmt("%s?includeObject=None", core(ns, "persistentvolumeclaims", "p")),
+                  ACCEPT_TABLE);
+    assert_null(J(t, "rows", "0", "object"));
+    /* Plain JSON when the client asks for it. */
+    json_object *plain = must_get(core(ns, "persistentvolumeclaims", "p"));
+    assert_str(JS(plain, "kind"), "PersistentVolumeClaim");
+}
+
+static void test_table_columns_of_every_type(void **state)
+{
+    (void)state;
+    const char *ns = mkns();
+    static const struct {
+        const char *path; /* %s: the namespace */
+        const char *body; /* created first when not NULL */
+        const char *columns;
+        const char *cells; /* prefix of row 0 (NULL: not checked) */
+    } cases[] = {
+        {"/api/v1/persistentvolumes",
+         "{'metadata':{'name':'tpv'},'spec':{'capacity':{'storage':'5Gi'},'accessModes':["
+         "'ReadOnlyMany'],'persistentVolumeReclaimPolicy':'Retain','storageClassName':'gold',"
+         "'claimRef':{'namespace':'x','name':'c'},'csi':{'driver':'d.csi.io','volumeHandle':'h'}}}",
+         "Name,Capacity,Access Modes,Reclaim Policy,Status,Claim,StorageClass,"
+         "VolumeAttributesClass,Reason,Age,VolumeMode+",
+         "tpv|5Gi|ROX|Retain|Pending|x/c|gold|<unset>||"},
+        {STORAGE "/storageclasses",
+         "{'metadata':{'name':'tsc','annotations':{'storageclass.kubernetes.io/is-default-class':"
+         "'true'}},'provisioner':'d.csi.io','volumeBindingMode':'WaitForFirstConsumer',"
+         "'allowVolumeExpansion':true}",
+         "Name,Provisioner,ReclaimPolicy,VolumeBindingMode,AllowVolumeExpansion,Age",
+         "tsc (default)|d.csi.io|Delete|WaitForFirstConsumer|true|"},
+        {STORAGE "/volumeattachments",
+         "{'metadata':{'name':'tva'},'spec':{'attacher':'d.csi.io','nodeName':'n1','source':{"
+         "'persistentVolumeName':'tpv'}}}",
+         "Name,Attacher,PV,Node,Attached,Age", "tva|d.csi.io|tpv|n1|false|"},
+        {STORAGE "/csinodes",
+         "{'metadata':{'name':'tcn'},'spec':{'drivers':[{'name':'d.csi.io','nodeID':'n1'}]}}",
+         "Name,Drivers,Age", "tcn|1|"},
+        {STORAGE "/csidrivers", "{'metadata':{'name':'t.csi.io'},'spec':{}}",
+         "Name,AttachRequired,PodInfoOnMount,StorageCapacity,TokenRequests,RequiresRepublish,"
+         "Modes,Age",
+         "t.csi.io|true|false|false|<unset>|false|Persistent|"},
+        {STORAGE "/namespaces/%s/csistoragecapacities",
+         "{'metadata':{'name':'tcap'},'storageClassName':'gold','capacity':'10Gi'}",
+         "Name,StorageClassName,Capacity", "tcap|gold|10Gi"},
+        {"/api/v1/nodes",
+         "{'metadata':{'name':'tn','labels':{'node-role.kubernetes.io/worker':''}},'status':{"
+         "'conditions':[{'type':'Ready','status':'True'}],'nodeInfo':{'kubeletVersion':'v1.32.0'}}"
+         "}",
+         "Name,Status,Roles,Age,Version,Internal-IP+,External-IP+,OS-Image+,Kernel-Version+,"
+         "Container-Runtime+",
+         NULL},
+        {"/api/v1/namespaces/%s/pods",
+         "{'metadata':{'name':'tpod'},'spec':{'containers':[{'name':'c','image':'i'}]}}",
+         "Name,Ready,Status,Restarts,Age,IP+,Node+,Nominated Node+,Readiness Gates+",
+         "tpod|0/1|Pending|0|"},
+        {"/api/v1/namespaces", NULL, "Name,Status,Age", NULL},
+        {"/api/v1/namespaces/%s/secrets",
+         "{'metadata':{'name':'tsec'},'data':{'a':'Yg==','c':'ZA=='}}", "Name,Type,Data,Age",
+         "tsec|Opaque|2|"},
+        {"/api/v1/namespaces/%s/configmaps", "{'metadata':{'name':'tcm'},'data':{'a':'b'}}",
+         "Name,Data,Age", "tcm|1|"},
+        {"/api/v1/namespaces/%s/serviceaccounts", "{'metadata':{'name':'tsa'}}", "Name,Secrets,Age",
+         "tsa|0|"},
+        {"/api/v1/namespaces/%s/events",
+         "{'metadata':{'name':'tev'},'involvedObject':{'kind':'PersistentVolumeClaim','name':"
+         "'p'},'reason':'Provisioning','message':' hello ','type':'Normal','source':{"
+         "'component':'prov'}}",
+         "Last Seen,Type,Reason,Object,Subobject+,Source+,Message,First Seen+,Count+,Name+", NULL},
+        {"/apis/events.k8s.io/v1/namespaces/%s/events", NULL,
+         "Last Seen,Type,Reason,Object,Subobject+,Source+,Message,First Seen+,Count+,Name+", NULL},
+        {"/apis/coordination.k8s.io/v1/namespaces/%s/leases",
+         "{'metadata':{'name':'tl'},'spec':{'holderIdentity':'me'}}", "Name,Holder,Age", "tl|me|"},
+        {RBAC "/namespaces/%s/roles", "{'metadata':{'name':'tr'},'rules':[]}", "Name,Created At",
+         "tr|20"},
+        {RBAC "/clusterroles", NULL, "Name,Created At", NULL},
+        {RBAC "/namespaces/%s/rolebindings",
+         "{'metadata':{'name':'trb'},'roleRef':{'apiGroup':'rbac.authorization.k8s.io','kind':"
+         "'Role','name':'tr'},'subjects':[{'kind':'User','name':'alice'},{'kind':"
+         "'ServiceAccount','name':'sa','namespace':'n'}]}",
+         "Name,Role,Age,Users+,Groups+,ServiceAccounts+", "trb|Role/tr|"},
+        {RBAC "/clusterrolebindings", NULL, "Name,Role,Age,Users+,Groups+,ServiceAccounts+", NULL},
+        {"/apis/apps/v1/namespaces/%s/deployments", NULL,
+         "Name,Ready,Up-to-date,Available,Age,Containers+,Images+,Selector+", NULL},
+        {"/apis/apps/v1/namespaces/%s/daemonsets", NULL,
+         "Name,Desired,Current,Ready,Up-to-date,Available,Node Selector,Age,Containers+,Images+,"
+         "Selector+",
+         NULL},
+        {"/apis/apps/v1/namespaces/%s/statefulsets", NULL, "Name,Ready,Age,Containers+,Images+",
+         NULL},
+        {"/apis/apps/v1/namespaces/%s/replicasets", NULL,
+         "Name,Desired,Current,Ready,Age,Containers+,Images+,Selector+", NULL},
+        {"/apis/snapshot.storage.k8s.io/v1/namespaces/%s/volumesnapshots", NULL,
+         "Name,ReadyToUse,SourcePVC,SourceSnapshotContent,RestoreSize,SnapshotClass,"
+         "SnapshotContent,CreationTime,Age",
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *at = strstr(cases[i].path, "%s");
+        const char *path =
+            at ? fmt("%.*s%s%s", (int)(at - cases[i].path), cases[i].path, ns, at + 2)
+               : cases[i].path;
+        if (cases[i].body) {
+            long code = 0;
+            json_object *o = post(path, js("%s", cases[i].body), &code);
+            if (code != 201)
+                fail_msg("%s: create: %ld %s", path, code, jtext(o));
+            /* The one object: other tests leave cluster-scoped ones behind. */
+            path = fmt("%s/%s", path, JS(o, "metadata", "name"));
+        }
+        json_object *t = get_table(path, ACCEPT_TABLE);
+        if (!str_eq(column_names(t), cases[i].columns))
+            fail_msg("%s: columns %s, want %s", path, column_names(t), cases[i].columns);
+        if (cases[i].cells && !util_has_prefix(row_cells(t, 0), cases[i].cells))
+            fail_msg("%s: row %s, want it to start %s", path, row_cells(t, 0), cases[i].cells);
+    }
+}
+
+static void test_table_watch_sends_rows_columns_first_event_only(void **state)
+{
+    (void)state;
+    const char *ns = mkns();
+    make_cm(ns, "w1", NULL);
+    C.accept = ACCEPT_TABLE;
+    watch *w = watch_open(fmt("%s?watch=true&resourceVersion=0", cms(ns)));
+    C.accept = NULL;
+    make_cm(ns, "w2", NULL);
+    if (watch_wait(w, 2, TMO) < 2)
+        fail_msg("want 2 events; %s", watch_dump(w));
+    json_object *first = ev_obj(w, 0), *second = ev_obj(w, 1);
+    assert_str(JS(first, "kind"), "Table");
+    assert_str(column_names(first), "Name,Data,Age");
+    assert_str(JS(first, "rows", "0", "cells", "0"), "w1");
+    assert_str(ev_type(w, 1), "ADDED");
+    assert_str(JS(second, "kind"), "Table");
+    assert_int_equal(json_object_array_length(J(second, "columnDefinitions")), 0);
+    assert_str(JS(second, "rows", "0", "cells", "0"), "w2");
+    assert_str(JS(second, "rows", "0", "object", "metadata", "name"), "w2");
+}
+
 int main(void)
 {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
@@ -2982,6 +3218,10 @@ int main(void)
         T(test_discovery_storage_v1_lists_volumeattachments_and_status),
         T(test_version_reports_minor_32),
         T(test_openapi_v2_is_200),
+        T(test_table_pvc_list_has_kube_apiserver_columns_and_cells),
+        T(test_table_single_get_v1beta1_with_include_object),
+        T(test_table_columns_of_every_type),
+        T(test_table_watch_sends_rows_columns_first_event_only),
     };
     const struct CMUnitTest watches[] = {
         T(test_watch_from_resource_version_sends_later_events_in_order),
