@@ -25,6 +25,7 @@
 #include <curl/curl.h>
 
 #include "kube/kube.h"
+#include "kobj/kobj.h"
 
 #define DEFAULT_TIMEOUT    (30 * UTIL_SECOND)
 #define DEFAULT_RETRIES    10
@@ -520,14 +521,6 @@ static json_object *parse_json(const char *text, size_t len)
     return o;
 }
 
-static const char *jstr(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 /* An answer without a Status: what client-go says for the bare code. */
 static const char *generic_message(long code)
 {
@@ -568,10 +561,10 @@ void kube_client__decode(kube_resp *r, long code, const char *body, size_t len)
         r->body = parse_json(body, len);
     if (code >= 200 && code < 300)
         return;
-    const char *kind = jstr(r->body, "kind");
+    const char *kind = kobj_str(r->body, "kind");
     if (kind && strcmp(kind, "Status") == 0) {
-        const char *reason = jstr(r->body, "reason");
-        const char *msg = jstr(r->body, "message");
+        const char *reason = kobj_str(r->body, "reason");
+        const char *msg = kobj_str(r->body, "message");
         if (reason)
             copy_text(r->reason, sizeof(r->reason), reason, strlen(reason));
         if (msg)

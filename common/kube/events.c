@@ -20,6 +20,7 @@
 #include <json-c/linkhash.h>
 
 #include "kube/kube.h"
+#include "kobj/kobj.h"
 
 #define QUEUE_MAX   1000
 #define BURST       25
@@ -86,14 +87,6 @@ static void pending_free(struct pending *p)
     free(p);
 }
 
-static const char *jstr(const json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 static void now_rfc3339(char *buf, size_t len)
 {
     time_t t = time(NULL);
@@ -105,8 +98,8 @@ static void now_rfc3339(char *buf, size_t len)
 /* Writes one event: patch the aggregate when we have one, else create. */
 static void write_event(kube_recorder *r, struct pending *p)
 {
-    const char *iname = jstr(p->involved, "name");
-    const char *iuid = jstr(p->involved, "uid");
+    const char *iname = kobj_str(p->involved, "name");
+    const char *iuid = kobj_str(p->involved, "uid");
     char *akey = util_asprintf("%s|%s|%s|%s|%s|%s", p->ns, iname ? iname : "", iuid ? iuid : "",
                                p->type, p->reason, p->message);
     struct seen *s = NULL;
@@ -253,22 +246,21 @@ void kube_event(kube_recorder *r, const json_object *obj, const char *type, cons
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
 
-    json_object *meta = NULL;
-    json_object_object_get_ex(obj, "metadata", &meta);
-    const char *ns = jstr(meta, "namespace");
+    json_object *meta = kobj_meta(obj);
+    const char *ns = kobj_str(meta, "namespace");
     json_object *inv = json_object_new_object();
     const char *v;
-    if ((v = jstr(obj, "kind")))
+    if ((v = kobj_str(obj, "kind")))
         json_object_object_add(inv, "kind", json_object_new_string(v));
     if (ns)
         json_object_object_add(inv, "namespace", json_object_new_string(ns));
-    if ((v = jstr(meta, "name")))
+    if ((v = kobj_str(meta, "name")))
         json_object_object_add(inv, "name", json_object_new_string(v));
-    if ((v = jstr(meta, "uid")))
+    if ((v = kobj_str(meta, "uid")))
         json_object_object_add(inv, "uid", json_object_new_string(v));
-    if ((v = jstr(obj, "apiVersion")))
+    if ((v = kobj_str(obj, "apiVersion")))
         json_object_object_add(inv, "apiVersion", json_object_new_string(v));
-    if ((v = jstr(meta, "resourceVersion")))
+    if ((v = kobj_str(meta, "resourceVersion")))
         json_object_object_add(inv, "resourceVersion", json_object_new_string(v));
 
     struct pending *p = util_calloc(1, sizeof(*p));
@@ -279,7 +271,8 @@ void kube_event(kube_recorder *r, const json_object *obj, const char *type, cons
     p->reason = util_strdup(reason);
     p->message = util_strdup(msg);
     now_rfc3339(p->when, sizeof(p->when));
-    char *okey = util_asprintf("%s/%s", p->ns, jstr(meta, "name") ? jstr(meta, "name") : "");
+    char *okey =
+        util_asprintf("%s/%s", p->ns, kobj_str(meta, "name") ? kobj_str(meta, "name") : "");
 
     pthread_mutex_lock(&r->mu);
     bool ok = !r->stop && r->len < QUEUE_MAX && allow(r, okey);

@@ -25,6 +25,7 @@
 #include <json-c/linkhash.h>
 
 #include "kube/kube.h"
+#include "kobj/kobj.h"
 
 #define MAX_INDEXES 8
 
@@ -193,10 +194,7 @@ static void cache_put(kube_informer *inf, const char *key, json_object *obj)
         abort();
     memcpy(e->json, text, len + 1);
     e->len = len;
-    json_object *meta = NULL, *rv = NULL;
-    if (json_object_object_get_ex(obj, "metadata", &meta) &&
-        json_object_object_get_ex(meta, "resourceVersion", &rv))
-        e->rv = util_strdup(json_object_get_string(rv));
+    e->rv = util_strdup(kobj_rv(obj));
     for (int i = 0; i < inf->n_idx; i++) {
         struct collect c = {0};
         inf->idx[i].fn(obj, collect_key, &c);
@@ -217,12 +215,9 @@ static json_object *parse_entry(const struct entry *e)
 
 char *kube_key(const json_object *obj)
 {
-    json_object *meta = NULL, *ns = NULL, *name = NULL;
-    json_object_object_get_ex(obj, "metadata", &meta);
-    json_object_object_get_ex(meta, "namespace", &ns);
-    json_object_object_get_ex(meta, "name", &name);
-    const char *n = name ? json_object_get_string(name) : "";
-    const char *s = ns ? json_object_get_string(ns) : NULL;
+    const char *n = kobj_name(obj), *s = kobj_namespace(obj);
+    if (!n)
+        n = "";
     if (s && *s)
         return util_asprintf("%s/%s", s, n);
     return util_strdup(n);
@@ -316,9 +311,7 @@ static void slim(kube_informer *inf, json_object *obj)
         inf->o.transform(inf->o.transform_ud, obj);
         return;
     }
-    json_object *meta = NULL;
-    if (json_object_object_get_ex(obj, "metadata", &meta))
-        json_object_object_del(meta, "managedFields");
+    kobj_del(kobj_meta(obj), "managedFields");
 }
 
 static void set_last_rv(kube_informer *inf, const char *rv)
@@ -333,11 +326,21 @@ static void set_last_rv(kube_informer *inf, const char *rv)
 
 static const char *obj_rv(json_object *obj)
 {
-    json_object *meta = NULL, *rv = NULL;
-    if (json_object_object_get_ex(obj, "metadata", &meta) &&
-        json_object_object_get_ex(meta, "resourceVersion", &rv))
-        return json_object_get_string(rv);
-    return NULL;
+    return kobj_rv(obj);
+}
+
+/*
+ * Only objects with a name can be cached (the name is the key). Anything
+ * else in a list or a watch is skipped, not trusted: json-c asserts on the
+ * wrong type, and upstream's decoder rejects such an item too.
+ */
+static bool usable(const kube_informer *inf, const char *from, json_object *obj)
+{
+    if (kobj_name(obj))
+        return true;
+    obs_v(2, "%s %s: skipping an item that is not an object with a metadata.name",
+          inf->o.res->resource, from);
+    return false;
 }
 
 static void apply_delete(kube_informer *inf, json_object *obj);
@@ -440,25 +443,30 @@ static int relist(kube_informer *inf)
             kube_resp_clear(&r);
             break;
         }
-        json_object *meta = NULL, *items = NULL, *v = NULL;
-        json_object_object_get_ex(r.body, "metadata", &meta);
-        json_object_object_get_ex(r.body, "items", &items);
-        if (!list_rv && json_object_object_get_ex(meta, "resourceVersion", &v))
-            list_rv = util_strdup(json_object_get_string(v));
+        json_object *items = kobj_get(r.body, "items");
+        if (items && !kobj_typed(items, json_type_array)) {
+            /* Not a list: applying it as an empty one would delete the cache. */
+            rc = util_err_set(-EIO, "list %s: items is not an array", inf->o.res->resource);
+            obs_v(2, "%s", util_err_last());
+            kube_resp_clear(&r);
+            break;
+        }
+        if (!list_rv)
+            list_rv = util_strdup(kobj_rv(r.body));
         free(cont);
-        cont = NULL;
-        if (json_object_object_get_ex(meta, "continue", &v) && json_object_get_string_len(v) > 0)
-            cont = util_strdup(json_object_get_string(v));
-        size_t n = items ? json_object_array_length(items) : 0;
-        for (size_t i = 0; i < n; i++) {
-            json_object *item = json_object_array_get_idx(items, i);
+        const char *next = kobj_meta_str(r.body, "continue");
+        cont = next && *next ? util_strdup(next) : NULL;
+        for (size_t i = 0; i < kobj_len(items); i++) {
+            json_object *item = kobj_at(items, i);
+            if (!usable(inf, "list", item))
+                continue;
             /* Lists of built-in types omit kind and apiVersion on items. */
-            if (!json_object_object_get_ex(item, "kind", NULL)) {
-                json_object_object_add(item, "kind", json_object_new_string(inf->o.res->kind));
+            if (!kobj_get(item, "kind")) {
+                kobj_set_str(item, "kind", inf->o.res->kind);
                 char *av = inf->o.res->group[0]
                                ? util_asprintf("%s/%s", inf->o.res->group, inf->o.res->version)
                                : util_strdup(inf->o.res->version);
-                json_object_object_add(item, "apiVersion", json_object_new_string(av));
+                kobj_set_str(item, "apiVersion", av);
                 free(av);
             }
             char *key = kube_key(item);
@@ -517,6 +525,12 @@ static int on_event(void *ud, const char *type, json_object *obj)
     if (atomic_load(&inf->stop))
         return -ECANCELED;
     const char *rv = obj_rv(obj);
+    bool change =
+        strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0 || strcmp(type, "DELETED") == 0;
+    if (change && !usable(inf, type, obj)) {
+        set_last_rv(inf, rv);
+        return 0;
+    }
     if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0) {
         json_object *copy = NULL;
         json_object_deep_copy(obj, &copy, NULL);

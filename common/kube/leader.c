@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "kube/kube.h"
+#include "kobj/kobj.h"
 
 struct kube_leader {
     kube_client *c;
@@ -66,14 +67,6 @@ static void micro_now(char *buf, size_t len)
     char base[32];
     strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(buf, len, "%.20s.%06dZ", base, (int)(ts.tv_nsec / 1000) % 1000000);
-}
-
-static const char *jstr(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
 }
 
 static void set_leading(kube_leader *l, bool on)
@@ -124,10 +117,11 @@ static json_object *lease_body(kube_leader *l, json_object *base, bool transitio
         }
         json_object_object_add(obj, "metadata", meta);
     }
-    json_object *spec = NULL;
-    if (!json_object_object_get_ex(obj, "spec", &spec)) {
+    json_object *spec = kobj_ensure_obj(obj, "spec");
+    if (!spec) {
+        /* A spec of another type is the server's garbage: ours replaces it. */
         spec = json_object_new_object();
-        json_object_object_add(obj, "spec", spec);
+        kobj_set(obj, "spec", spec);
     }
     json_object_object_add(spec, "holderIdentity", json_object_new_string(l->identity));
     json_object_object_add(
@@ -164,13 +158,17 @@ static bool try_acquire_or_renew(kube_leader *l)
         kube_resp_clear(&r);
         return false;
     }
-    json_object *spec = NULL;
-    json_object_object_get_ex(r.body, "spec", &spec);
-    const char *holder = jstr(spec, "holderIdentity");
-    const char *renew = jstr(spec, "renewTime");
-    json_object *tr = NULL;
+    if (!kobj_typed(r.body, json_type_object)) {
+        obs_v(2, "cannot read lease %s/%s: the answer is not an object", l->ns, l->name);
+        kube_resp_clear(&r);
+        return false;
+    }
+    json_object *spec = kobj_obj(r.body, "spec");
+    const char *holder = kobj_str(spec, "holderIdentity");
+    const char *renew = kobj_str(spec, "renewTime");
+    int64_t tr = 0;
     int transitions =
-        json_object_object_get_ex(spec, "leaseTransitions", &tr) ? json_object_get_int(tr) : 0;
+        kobj_int64(spec, "leaseTransitions", &tr) == 0 && tr >= 0 && tr < INT32_MAX ? (int)tr : 0;
     util_duration now = util_now_mono();
     /* Expiry is judged by when *we* saw the record change, never by the
      * timestamps in it: clocks of other replicas are not ours. */
@@ -198,10 +196,9 @@ static bool try_acquire_or_renew(kube_leader *l)
     if (ok) {
         free(l->observed_holder);
         free(l->observed_renew);
-        json_object *ns = NULL;
-        json_object_object_get_ex(r.body, "spec", &ns);
+        const char *renewed = kobj_path_str(r.body, "spec.renewTime");
         l->observed_holder = util_strdup(l->identity);
-        l->observed_renew = util_strdup(jstr(ns, "renewTime") ? jstr(ns, "renewTime") : "");
+        l->observed_renew = util_strdup(renewed ? renewed : "");
         l->observed_at = util_now_mono();
         if (!mine)
             obs_info("%s became leader of %s/%s", l->identity, l->ns, l->name);
@@ -236,9 +233,8 @@ static void release(kube_leader *l)
 {
     kube_resp r = {0};
     if (kube_get(l->c, l->path, &r) == 0) {
-        json_object *spec = NULL;
-        json_object_object_get_ex(r.body, "spec", &spec);
-        const char *holder = jstr(spec, "holderIdentity");
+        json_object *spec = kobj_obj(r.body, "spec");
+        const char *holder = kobj_str(spec, "holderIdentity");
         if (holder && strcmp(holder, l->identity) == 0) {
             char now[48];
             micro_now(now, sizeof(now));

@@ -19,6 +19,7 @@
 #include <curl/curl.h>
 
 #include "kube/kube.h"
+#include "kobj/kobj.h"
 
 #define STALL_SECONDS 90L
 #define ERR_BODY_MAX  65536 /* bytes of a non-200 answer kept for its Status */
@@ -90,36 +91,28 @@ static void stop(kube_watch *w, int rc)
     }
 }
 
-static json_object *field(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    return json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
 /* An ERROR event carries a Status: 410 means the resourceVersion is gone. */
 static void error_event(kube_watch *w, json_object *status)
 {
-    json_object *code = field(status, "code");
-    json_object *reason = field(status, "reason");
-    json_object *msg = field(status, "message");
-    int c = code ? json_object_get_int(code) : 0;
-    const char *rs = reason ? json_object_get_string(reason) : "";
+    int64_t code = 0;
+    const char *reason = kobj_str(status, "reason");
+    const char *msg = kobj_str(status, "message");
+    int c = kobj_int64(status, "code", &code) == 0 && code >= 0 && code < 1000 ? (int)code : 0;
+    const char *rs = reason ? reason : "";
     bool gone = c == 410 || strcmp(rs, "Expired") == 0 || strcmp(rs, "Gone") == 0;
     int rc = gone ? -ERANGE : -EREMOTEIO;
-    util_err_set(rc, "watch %s: %d %s: %s", w->path, c, rs,
-                 msg ? json_object_get_string(msg) : "(no message)");
+    util_err_set(rc, "watch %s: %d %s: %s", w->path, c, rs, msg ? msg : "(no message)");
     stop(w, rc);
 }
 
 static void deliver(kube_watch *w, json_object *ev)
 {
-    json_object *type = field(ev, "type");
-    json_object *obj = field(ev, "object");
-    if (!type || !json_object_is_type(type, json_type_string) || !obj) {
+    const char *t = kobj_str(ev, "type");
+    json_object *obj = kobj_get(ev, "object");
+    if (!t || !obj) {
         stop(w, util_err_set(-EIO, "watch %s: an event without type or object", w->path));
         return;
     }
-    const char *t = json_object_get_string(type);
     if (strcmp(t, "ERROR") == 0) {
         error_event(w, obj);
         return;

@@ -1,0 +1,309 @@
+/*
+ * The informer against an API server that answers with values of the wrong
+ * type: list items that are strings, numbers, null or objects whose
+ * metadata is a string, a list whose `items` is no array, and watch events
+ * whose object is an array. Before the kobj accessors json-c asserted on
+ * such a value and took the whole sidecar down; now the bad item is
+ * skipped (one log line at -v=2) and the good ones are cached.
+ *
+ * A small canned HTTP server on loopback answers each request from a table
+ * and closes the connection (Connection: close), so no keep-alive state is
+ * involved.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "kube/kube.h"
+
+#define MAX_HELD 32
+
+static const kube_resource CM = {"", "v1", "configmaps", "ConfigMap", true};
+
+/* Answers lists from `lists` in order (the last one repeats) and the first
+ * watch with `events` (then closes); later watches are held open until the
+ * server stops, as a quiet real watch would be. */
+typedef struct canned {
+    int fd;
+    pthread_t th;
+    char *kubeconfig;
+    const char *const *lists;
+    size_t n_lists;
+    const char *events;
+    pthread_mutex_t mu;
+    int list_calls, watch_calls;
+    int held[MAX_HELD];
+    int n_held;
+} canned;
+
+static void send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void answer(canned *s, int c)
+{
+    char req[8192];
+    size_t got = 0;
+    while (got < sizeof(req) - 1) {
+        ssize_t n = recv(c, req + got, sizeof(req) - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        req[got] = '\0';
+        if (strstr(req, "\r\n\r\n"))
+            break;
+    }
+    req[got] = '\0';
+    char *eol = strstr(req, "\r\n");
+    if (eol)
+        *eol = '\0';
+    static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                               "Connection: close\r\n";
+    pthread_mutex_lock(&s->mu);
+    if (strstr(req, "watch=true")) {
+        int call = s->watch_calls++;
+        pthread_mutex_unlock(&s->mu);
+        send_all(c, head, sizeof(head) - 1);
+        send_all(c, "\r\n", 2);
+        if (call == 0 && s->events) {
+            send_all(c, s->events, strlen(s->events));
+        } else {
+            pthread_mutex_lock(&s->mu);
+            if (s->n_held < MAX_HELD) {
+                s->held[s->n_held++] = c;
+                pthread_mutex_unlock(&s->mu);
+                return;
+            }
+            pthread_mutex_unlock(&s->mu);
+        }
+        close(c);
+        return;
+    }
+    size_t i = (size_t)s->list_calls++;
+    pthread_mutex_unlock(&s->mu);
+    const char *body = s->lists[i < s->n_lists ? i : s->n_lists - 1];
+    char *hdr = util_asprintf("%sContent-Length: %zu\r\n\r\n", head, strlen(body));
+    send_all(c, hdr, strlen(hdr));
+    send_all(c, body, strlen(body));
+    free(hdr);
+    close(c);
+}
+
+static void *canned_main(void *ud)
+{
+    canned *s = ud;
+    for (;;) {
+        int c = accept(s->fd, NULL, NULL);
+        if (c < 0)
+            return NULL; /* the listening socket was shut down */
+        answer(s, c);
+    }
+}
+
+static void canned_start(canned *s, const char *const *lists, size_t n_lists, const char *events)
+{
+    memset(s, 0, sizeof(*s));
+    pthread_mutex_init(&s->mu, NULL);
+    s->lists = lists;
+    s->n_lists = n_lists;
+    s->events = events;
+    s->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    assert_int_equal(bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(s->fd, 16), 0);
+    assert_int_equal(getsockname(s->fd, (struct sockaddr *)&sa, &sl), 0);
+    s->kubeconfig = util_asprintf("%s/kubeconfig-%d", th_tmpdir(), ntohs(sa.sin_port));
+    FILE *f = fopen(s->kubeconfig, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context:\n    cluster: c\n"
+            "    user: u\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
+            ntohs(sa.sin_port));
+    fclose(f);
+    assert_int_equal(pthread_create(&s->th, NULL, canned_main, s), 0);
+}
+
+static void canned_stop(canned *s)
+{
+    shutdown(s->fd, SHUT_RDWR);
+    pthread_join(s->th, NULL);
+    close(s->fd);
+    for (int i = 0; i < s->n_held; i++)
+        close(s->held[i]);
+    pthread_mutex_destroy(&s->mu);
+    free(s->kubeconfig);
+}
+
+/* An informer of ConfigMaps in "default" on the canned server. */
+typedef struct run {
+    kube_config *cfg;
+    kube_client *kc;
+    kube_informer *inf;
+    int adds;
+    pthread_mutex_t mu;
+} run;
+
+static void on_add(void *ud, json_object *obj)
+{
+    run *r = ud;
+    (void)obj;
+    pthread_mutex_lock(&r->mu);
+    r->adds++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void run_start(run *r, const canned *s)
+{
+    memset(r, 0, sizeof(*r));
+    pthread_mutex_init(&r->mu, NULL);
+    assert_int_equal(kube_config_from_file(s->kubeconfig, NULL, &r->cfg), 0);
+    kube_client_opts co = {.user_agent = "test_kube_hostile/test"};
+    assert_int_equal(kube_client_new(r->cfg, &co, &r->kc), 0);
+    kube_informer_opts o = {.res = &CM, .ns = "default", .handlers = {.on_add = on_add, .ud = r}};
+    assert_int_equal(kube_informer_new(r->kc, &o, &r->inf), 0);
+    assert_int_equal(kube_informer_start(r->inf), 0);
+}
+
+static void run_stop(run *r)
+{
+    kube_informer_free(r->inf);
+    kube_client_free(r->kc);
+    kube_config_free(r->cfg);
+    pthread_mutex_destroy(&r->mu);
+}
+
+static bool cached(run *r, const char *name)
+{
+    json_object *o = kube_informer_get(r->inf, "default", name);
+    json_object_put(o);
+    return o != NULL;
+}
+
+#define GOOD(n, rv)                                                                                \
+    "{\"metadata\":{\"name\":\"" n "\",\"namespace\":\"default\",\"resourceVersion\":\"" rv        \
+    "\"},\"data\":{\"v\":\"1\"}}"
+
+static const char *const hostile_list[] = {
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"10\"},\"items\":["
+    "\"a string\",42,null,true,[1,2],"
+    "{\"metadata\":\"a string\"},{\"metadata\":[1]},{\"metadata\":{\"name\":7}},"
+    "{\"metadata\":{\"namespace\":\"default\"}}," GOOD(
+        "good1",
+        "3") ","
+             "{\"metadata\":{\"name\":\"odd\",\"namespace\":\"default\",\"resourceVersion\":5,"
+             "\"managedFields\":\"x\",\"finalizers\":{\"a\":1},\"labels\":\"l\"}}," GOOD("good2",
+                                                                                         "4") "]}",
+};
+
+static void test_list_items_of_wrong_types_are_skipped(void **state)
+{
+    (void)state;
+    canned s;
+    canned_start(&s, hostile_list, 1, NULL);
+    run r;
+    run_start(&r, &s);
+    assert_int_equal(kube_informer_wait_for_sync(r.inf, 30 * UTIL_SECOND), 0);
+    assert_true(cached(&r, "good1"));
+    assert_true(cached(&r, "good2"));
+    /* Named, though its other fields are of the wrong type: cached as is. */
+    assert_true(cached(&r, "odd"));
+    assert_int_equal(kube_informer_count(r.inf), 3);
+    pthread_mutex_lock(&r.mu);
+    assert_int_equal(r.adds, 3);
+    pthread_mutex_unlock(&r.mu);
+    run_stop(&r);
+    canned_stop(&s);
+}
+
+static const char *const not_a_list_then_good[] = {
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"9\"},\"items\":\"nope\"}",
+    "{\"kind\":\"ConfigMapList\",\"metadata\":\"x\",\"items\":{\"a\":1}}",
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[" GOOD(
+        "good1", "3") "]}",
+};
+
+static void test_list_whose_items_is_no_array_is_a_failed_list(void **state)
+{
+    (void)state;
+    canned s;
+    canned_start(&s, not_a_list_then_good, 3, NULL);
+    run r;
+    run_start(&r, &s);
+    /* The informer retries the list (backing off) until an answer is one. */
+    assert_int_equal(kube_informer_wait_for_sync(r.inf, 60 * UTIL_SECOND), 0);
+    assert_true(cached(&r, "good1"));
+    assert_int_equal(kube_informer_count(r.inf), 1);
+    pthread_mutex_lock(&s.mu);
+    assert_true(s.list_calls >= 3);
+    pthread_mutex_unlock(&s.mu);
+    run_stop(&r);
+    canned_stop(&s);
+}
+
+static const char *const one_good[] = {
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[" GOOD(
+        "good1", "3") "]}",
+};
+
+static const char hostile_events[] =
+    "{\"type\":\"ADDED\",\"object\":[1,2]}\n"
+    "{\"type\":\"ADDED\",\"object\":\"a string\"}\n"
+    "{\"type\":\"MODIFIED\",\"object\":42}\n"
+    "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":\"a string\"}}\n"
+    "{\"type\":\"DELETED\",\"object\":[\"good1\"]}\n"
+    "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":[\"good1\"]}}}\n"
+    "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":\"x\"}}\n"
+    "{\"type\":\"ADDED\",\"object\":" GOOD("good3", "12") "}\n";
+
+static bool has_good3(void *ud)
+{
+    return cached(ud, "good3");
+}
+
+static void test_watch_events_whose_object_is_no_object_are_skipped(void **state)
+{
+    (void)state;
+    canned s;
+    canned_start(&s, one_good, 1, hostile_events);
+    run r;
+    run_start(&r, &s);
+    assert_int_equal(kube_informer_wait_for_sync(r.inf, 30 * UTIL_SECOND), 0);
+    /* good3 comes after every bad event of the same stream. */
+    assert_true(th_wait_until(has_good3, &r, 60 * UTIL_SECOND));
+    assert_true(cached(&r, "good1"));
+    assert_int_equal(kube_informer_count(r.inf), 2);
+    run_stop(&r);
+    canned_stop(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_list_items_of_wrong_types_are_skipped),
+        cmocka_unit_test(test_list_whose_items_is_no_array_is_a_failed_list),
+        cmocka_unit_test(test_watch_events_whose_object_is_no_object_are_skipped),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
