@@ -50,6 +50,8 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 
+#include "kobj/kobj.h"
+
 #define PVCS        "/api/v1/namespaces/default/persistentvolumeclaims"
 #define PVS         "/api/v1/persistentvolumes"
 #define IN_PROGRESS "external-provisioner.volume.kubernetes.io/provisioning-in-progress"
@@ -373,31 +375,9 @@ static int claim_index(const char *name)
     return i;
 }
 
-static json_object *jget(json_object *o, const char *k)
-{
-    json_object *v = NULL;
-    return o && json_object_object_get_ex(o, k, &v) ? v : NULL;
-}
-
-static const char *jstr(json_object *o, const char *k)
-{
-    json_object *v = jget(o, k);
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
-static bool has_finalizer(json_object *obj, const char *fin)
-{
-    json_object *f = jget(jget(obj, "metadata"), "finalizers");
-    size_t n = f && json_object_is_type(f, json_type_array) ? json_object_array_length(f) : 0;
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(json_object_get_string(json_object_array_get_idx(f, i)), fin) == 0)
-            return true;
-    return false;
-}
-
 static void pvc_event(const char *type, json_object *obj, int64_t t)
 {
-    int i = claim_index(jstr(jget(obj, "metadata"), "name"));
+    int i = claim_index(kobj_name(obj));
     if (i < 0)
         return;
     struct claim *c = &w.c[i];
@@ -412,13 +392,13 @@ static void pvc_event(const char *type, json_object *obj, int64_t t)
             w.n_pvc_deleted++;
         }
     } else {
-        const char *phase = jstr(jget(obj, "status"), "phase");
+        const char *phase = kobj_path_str(obj, "status.phase");
         if (!c->bound && phase && strcmp(phase, "Bound") == 0) {
             c->bound = t;
             w.n_bound++;
         }
     }
-    bool ip = strcmp(type, "DELETED") != 0 && has_finalizer(obj, IN_PROGRESS);
+    bool ip = strcmp(type, "DELETED") != 0 && kobj_has_finalizer(obj, IN_PROGRESS);
     if (ip != c->in_progress) {
         c->in_progress = ip;
         w.n_in_progress += ip ? 1 : -1;
@@ -428,7 +408,7 @@ static void pvc_event(const char *type, json_object *obj, int64_t t)
 
 static void pv_event(const char *type, json_object *obj, int64_t t)
 {
-    int i = claim_index(jstr(jget(jget(obj, "spec"), "claimRef"), "name"));
+    int i = claim_index(kobj_path_str(obj, "spec.claimRef.name"));
     if (i < 0)
         return;
     struct claim *c = &w.c[i];
@@ -464,8 +444,8 @@ static size_t watch_data(char *p, size_t size, size_t n, void *ud)
     while ((nl = memchr(start, '\n', wt->line.len - (size_t)(start - wt->line.p)))) {
         *nl = '\0';
         json_object *ev = json_tokener_parse(start);
-        const char *type = jstr(ev, "type");
-        json_object *obj = jget(ev, "object");
+        const char *type = kobj_str(ev, "type");
+        json_object *obj = kobj_obj(ev, "object");
         if (type && obj && strcmp(type, "BOOKMARK") != 0 && strcmp(type, "ERROR") != 0)
             wt->on_event(type, obj, t);
         else if (type && strcmp(type, "ERROR") == 0)
@@ -525,7 +505,7 @@ static void watch_start(struct client *c, struct watch *wt)
     if (code != 200)
         die("list %s: %ld %s", wt->path, code, first_line(&c->body));
     json_object *list = json_tokener_parse(c->body.p);
-    const char *rv = jstr(jget(list, "metadata"), "resourceVersion");
+    const char *rv = kobj_rv(list);
     if (!rv)
         die("list %s: no resourceVersion", wt->path);
     snprintf(wt->rv, sizeof(wt->rv), "%s", rv);
@@ -713,8 +693,8 @@ static int driver_volumes(void)
     char path[1024];
     snprintf(path, sizeof(path), "%s/status.json", cfg.state_dir);
     json_object *st = json_object_from_file(path);
-    json_object *v = jget(st, "volumes");
-    int n = v && json_object_is_type(v, json_type_array) ? (int)json_object_array_length(v) : -1;
+    json_object *v = kobj_arr(st, "volumes");
+    int n = v ? (int)kobj_len(v) : -1;
     json_object_put(st);
     return n;
 }
