@@ -115,10 +115,32 @@ static void node_add(void *ud, json_object *obj)
     node_changed(ud, obj);
 }
 
+static bool str_eq(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* Did what our registration depends on change (so a failing one may now
+ * succeed, backoff or not)? */
+static bool node_relevant_change(reg_direct *d, const json_object *old, const json_object *obj)
+{
+    if (!str_eq(kobj_annotation(old, NODEREG_NODEID_ANNOTATION),
+                kobj_annotation(obj, NODEREG_NODEID_ANNOTATION)))
+        return true;
+    for (size_t i = 0; i < d->o.driver->n_segments; i++)
+        if (!str_eq(kobj_label(old, d->o.driver->segments[i].key),
+                    kobj_label(obj, d->o.driver->segments[i].key)))
+            return true;
+    return false;
+}
+
 static void node_update(void *ud, json_object *old, json_object *obj)
 {
-    (void)old;
-    node_changed(ud, obj);
+    reg_direct *d = ud;
+    if (retry_pending(d) && node_relevant_change(d, old, obj))
+        wq_add(d->q, KEY);
+    else
+        node_changed(d, obj);
 }
 
 static void csinode_add(void *ud, json_object *obj)
@@ -128,8 +150,12 @@ static void csinode_add(void *ud, json_object *obj)
 
 static void csinode_update(void *ud, json_object *old, json_object *obj)
 {
-    (void)old;
-    csinode_changed(ud, obj);
+    reg_direct *d = ud;
+    if (retry_pending(d) &&
+        !json_object_equal(kobj_path(old, "spec.drivers"), kobj_path(obj, "spec.drivers")))
+        wq_add(d->q, KEY);
+    else
+        csinode_changed(d, obj);
 }
 
 static void any_delete(void *ud, json_object *obj)
