@@ -18,6 +18,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "kobj/kobj.h"
 #include "kube-lite/kl.h"
 #include "obs/obs.h"
 
@@ -74,6 +75,43 @@ static json_object *meta_of(json_object *obj)
         json_object_object_add(obj, "metadata", m);
     }
     return m;
+}
+
+/*
+ * kube-apiserver decodes into Go structs whose metadata lists and maps are
+ * omitempty: an emptied finalizers list (say, by a JSON patch removing the
+ * last entry), labels or annotations map, ownerReferences or managedFields
+ * list, and any null member, is not stored and not returned.
+ */
+static void prune_meta(json_object *obj)
+{
+    static const char *const lists[] = {"finalizers", "ownerReferences", "managedFields"};
+    static const char *const maps[] = {"labels", "annotations"};
+    json_object *m = kobj_obj(obj, "metadata");
+    if (!m)
+        return;
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        json_object *v = kobj_get(m, lists[i]);
+        if (json_object_object_get_ex(m, lists[i], NULL) &&
+            (!v || (json_object_is_type(v, json_type_array) && kobj_len(v) == 0)))
+            json_object_object_del(m, lists[i]);
+    }
+    for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+        json_object *v = kobj_get(m, maps[i]);
+        if (json_object_object_get_ex(m, maps[i], NULL) &&
+            (!v || (json_object_is_type(v, json_type_object) && json_object_object_length(v) == 0)))
+            json_object_object_del(m, maps[i]);
+    }
+    /* Other null members (a merge patch's null already deletes). */
+    char *drop[32];
+    size_t n = 0;
+    json_object_object_foreach(m, key, val)
+    {
+        if (!val && n < 32)
+            drop[n++] = key;
+    }
+    for (size_t i = 0; i < n; i++)
+        json_object_object_del(m, drop[i]);
 }
 
 static void now_rfc3339(char *buf, size_t len)
@@ -1295,6 +1333,7 @@ static void finish_update(struct write_ctx *c, const kl_obj *cur, json_object *o
     }
     if (!c->status_only)
         kl_apply_defaults(t, obj);
+    prune_meta(obj);
 
     kl_errs *errs = kl_errs_new();
     kl_validate_update(t, old, obj, c->status_only, errs);
@@ -1431,6 +1470,7 @@ static json_object *prepare_create(struct write_ctx *c, json_object *obj, const 
         json_object_object_del(obj, "status");
     }
     kl_apply_defaults(t, obj);
+    prune_meta(obj);
     kl_errs *errs = kl_errs_new();
     kl_validate_create(t, obj, errs);
     if (kl_errs_count(errs))
@@ -1512,6 +1552,48 @@ static bool namespace_exists(kl_api *a, const char *ns)
     return o != NULL;
 }
 
+/* The DefaultStorageClass admission: a claim created without
+ * spec.storageClassName (absent, not "") and without the beta class
+ * annotation gets the class annotated as default; the newest one when
+ * several are (then the first by name). */
+static void default_storage_class(kl_api *a, json_object *pvc)
+{
+    json_object *spec = kobj_obj(pvc, "spec");
+    if (!spec || json_object_object_get_ex(spec, "storageClassName", NULL) ||
+        kobj_annotation(pvc, "volume.beta.kubernetes.io/storage-class"))
+        return;
+    const kl_type *sct = kl_type_find("storage.k8s.io", "v1", "storageclasses");
+    kl_obj **items = NULL;
+    size_t n = 0;
+    uint64_t rv = 0;
+    char *next = NULL;
+    kl_store_list(a->store, sct, NULL, NULL, 0, NULL, NULL, &items, &n, &rv, &next);
+    char *best = NULL, *best_ts = NULL;
+    for (size_t i = 0; i < n; i++) {
+        json_object *sc = kl_obj_tree(items[i]);
+        const char *ga = kobj_annotation(sc, "storageclass.kubernetes.io/is-default-class");
+        const char *beta = kobj_annotation(sc, "storageclass.beta.kubernetes.io/is-default-class");
+        const char *ts = kobj_meta_str(sc, "creationTimestamp");
+        if (((ga && strcmp(ga, "true") == 0) || (beta && strcmp(beta, "true") == 0)) &&
+            kobj_name(sc)) {
+            /* RFC 3339 UTC timestamps order as text; the list is in name order. */
+            if (!best || strcmp(ts ? ts : "", best_ts) > 0) {
+                free(best);
+                free(best_ts);
+                best = util_strdup(kobj_name(sc));
+                best_ts = util_strdup(ts ? ts : "");
+            }
+        }
+        json_object_put(sc);
+    }
+    kl_objs_free(items, n);
+    free(next);
+    if (best)
+        kobj_set_str(spec, "storageClassName", best);
+    free(best);
+    free(best_ts);
+}
+
 static void do_create(kl_api *a, const kl_request *req, const struct route *rt, kl_response *r)
 {
     const kl_type *t = rt->t;
@@ -1575,6 +1657,8 @@ static void do_create(kl_api *a, const kl_request *req, const struct route *rt, 
         free(gen);
         return;
     }
+    if (strcmp(t->resource, "persistentvolumeclaims") == 0 && !t->group[0])
+        default_storage_class(a, obj);
     struct write_ctx c = {
         .a = a, .rt = rt, .t = t, .ok_code = 201, .dry_run = query(req, "dryRun") != NULL};
     /* A generated name that clashes is retried, as kube-apiserver 1.32 does. */

@@ -3136,6 +3136,10 @@ static void test_table_columns_of_every_type(void **state)
         if (cases[i].cells && !util_has_prefix(row_cells(t, 0), cases[i].cells))
             fail_msg("%s: row %s, want it to start %s", path, row_cells(t, 0), cases[i].cells);
     }
+    /* A default class would change later tests' claims. */
+    long code = 0;
+    del(STORAGE "/storageclasses/tsc", NULL, &code);
+    expect_code(code, 200, NULL);
 }
 
 static void test_table_watch_sends_rows_columns_first_event_only(void **state)
@@ -3158,6 +3162,89 @@ static void test_table_watch_sends_rows_columns_first_event_only(void **state)
     assert_int_equal(json_object_array_length(J(second, "columnDefinitions")), 0);
     assert_str(JS(second, "rows", "0", "cells", "0"), "w2");
     assert_str(JS(second, "rows", "0", "object", "metadata", "name"), "w2");
+}
+
+static void test_emptied_metadata_lists_and_maps_are_dropped(void **state)
+{
+    (void)state;
+    const char *ns = mkns();
+    const char *path = core(ns, "configmaps", "e");
+    create(cms(ns), js("{'metadata':{'name':'e','finalizers':['a.io/x'],'labels':{'k':'v'},"
+                       "'annotations':{'n':'m'},'ownerReferences':[]}}"));
+    json_object *o = must_get(path);
+    assert_null(J(o, "metadata", "ownerReferences"));
+    long code = 0;
+    o = patch(path, CT_JPATCH,
+              js("[{'op':'remove','path':'/metadata/finalizers/0'},"
+                 "{'op':'remove','path':'/metadata/labels/k'}]"),
+              &code);
+    expect_code(code, 200, o);
+    if (json_object_object_get_ex(J(o, "metadata"), "finalizers", NULL) ||
+        json_object_object_get_ex(J(o, "metadata"), "labels", NULL))
+        fail_msg("emptied finalizers / labels still there: %s", jtext(o));
+    o = patch(path, CT_MERGE, js("{'metadata':{'annotations':{'n':null}}}"), &code);
+    expect_code(code, 200, o);
+    if (json_object_object_get_ex(J(o, "metadata"), "annotations", NULL))
+        fail_msg("emptied annotations still there: %s", jtext(o));
+    o = must_get(path);
+    if (json_object_object_get_ex(J(o, "metadata"), "finalizers", NULL))
+        fail_msg("stored with finalizers: %s", jtext(o));
+}
+
+static void test_json_patch_test_of_missing_member_with_null_passes(void **state)
+{
+    (void)state;
+    const char *ns = mkns();
+    const char *path = core(ns, "configmaps", "t");
+    create(cms(ns), js("{'metadata':{'name':'t'}}"));
+    long code = 0;
+    json_object *o = patch(path, CT_JPATCH,
+                           js("[{'op':'test','path':'/metadata/finalizers','value':null},"
+                              "{'op':'add','path':'/metadata/finalizers','value':['a.io/x']}]"),
+                           &code);
+    expect_code(code, 200, o);
+    assert_str(JS(o, "metadata", "finalizers", "0"), "a.io/x");
+    o = patch(path, CT_JPATCH, js("[{'op':'test','path':'/metadata/labels','value':{'a':'b'}}]"),
+              &code);
+    check_status(o, code, 422, "Invalid",
+                 "the server rejected our request due to an error in our request");
+    o = patch(path, CT_JPATCH, js("[{'op':'remove','path':'/metadata/finalizers'}]"), &code);
+    expect_code(code, 200, o);
+}
+
+static void test_claim_without_class_gets_newest_default_class(void **state)
+{
+    (void)state;
+    const char *ns = mkns();
+    const char *old_sc = uname("dflt-old"), *new_sc = uname("dflt-new"), *plain = uname("plain");
+    const char *ann = "'annotations':{'storageclass.kubernetes.io/is-default-class':'true'}";
+    create(STORAGE "/storageclasses",
+           js("{'metadata':{'name':'%s',%s},'provisioner':'d.csi.io'}", old_sc, ann));
+    create(STORAGE "/storageclasses",
+           js("{'metadata':{'name':'%s'},'provisioner':'d.csi.io'}", plain));
+    /* creationTimestamp has whole seconds: the second class is newer. */
+    util_sleep(1100 * UTIL_MS);
+    create(STORAGE "/storageclasses",
+           js("{'metadata':{'name':'%s',%s},'provisioner':'d.csi.io'}", new_sc, ann));
+    const char *spec = "'accessModes':['ReadWriteOnce'],'resources':{'requests':{'storage':'1Gi'}}";
+    json_object *o = create(core(ns, "persistentvolumeclaims", NULL),
+                            js("{'metadata':{'name':'a'},'spec':{%s}}", spec));
+    assert_str(JS(o, "spec", "storageClassName"), new_sc);
+    o = create(core(ns, "persistentvolumeclaims", NULL),
+               js("{'metadata':{'name':'b'},'spec':{%s,'storageClassName':''}}", spec));
+    assert_str(JS(o, "spec", "storageClassName"), "");
+    o = create(core(ns, "persistentvolumeclaims", NULL),
+               js("{'metadata':{'name':'c'},'spec':{%s,'storageClassName':'%s'}}", spec, plain));
+    assert_str(JS(o, "spec", "storageClassName"), plain);
+    long code = 0;
+    del(fmt(STORAGE "/storageclasses/%s", new_sc), NULL, &code);
+    o = create(core(ns, "persistentvolumeclaims", NULL),
+               js("{'metadata':{'name':'d'},'spec':{%s}}", spec));
+    assert_str(JS(o, "spec", "storageClassName"), old_sc);
+    del(fmt(STORAGE "/storageclasses/%s", old_sc), NULL, &code);
+    o = create(core(ns, "persistentvolumeclaims", NULL),
+               js("{'metadata':{'name':'e'},'spec':{%s}}", spec));
+    assert_null(J(o, "spec", "storageClassName"));
 }
 
 int main(void)
@@ -3222,6 +3309,9 @@ int main(void)
         T(test_table_single_get_v1beta1_with_include_object),
         T(test_table_columns_of_every_type),
         T(test_table_watch_sends_rows_columns_first_event_only),
+        T(test_emptied_metadata_lists_and_maps_are_dropped),
+        T(test_json_patch_test_of_missing_member_with_null_passes),
+        T(test_claim_without_class_gets_newest_default_class),
     };
     const struct CMUnitTest watches[] = {
         T(test_watch_from_resource_version_sends_later_events_in_order),
