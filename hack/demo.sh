@@ -1,0 +1,638 @@
+#!/usr/bin/env bash
+# The local world in one command: kube-lite (HTTPS, tokens, RBAC from
+# manifests/), the example CSI driver in its controller and node roles, the
+# three sidecars each with its own service-account token, kubelet-sim for two
+# nodes; then a storage scenario played with kubectl, step by step, and a
+# summary. The world is left running for kubectl.
+#
+#   hack/demo.sh [up] [--no-build] [--plain]   (make demo)
+#   hack/demo.sh down                          (make demo-down)
+#   hack/demo.sh status
+#
+# Environment:
+#   DEMO_DIR        the world's directory (default build/demo): kubeconfig,
+#                   logs/, run/ (pid files, exit codes), sockets, driver state
+#   DEMO_BUILD_DIR  where the binaries are built (default build, as `make`)
+#
+# `up` first stops a world already running in DEMO_DIR, so running it twice
+# replaces the first world. `down` stops every process `up` started (by the
+# pid files in run/, checked against /proc so a recycled pid is never hit)
+# and removes everything but logs/. Progress: a live line while waiting when
+# stdout is a terminal, plain lines otherwise or with --plain. Exit status 0
+# when every step passed, 1 otherwise (the world is left up for a look).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+D=${DEMO_DIR:-$ROOT/build/demo}
+B=${DEMO_BUILD_DIR:-$ROOT/build}
+DRIVER=hostpath.csi.example.com
+ZONE_KEY=topology.example.com/zone
+NODES=(node-1 node-2)
+POD_NODE=node-2 # the pod goes here, so the volume must land in zone-2
+NS=default
+
+# ---- output -------------------------------------------------------------------------------
+
+PLAIN=0
+[ -t 1 ] || PLAIN=1
+T0=$(date +%s.%N)
+elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%5.1fs", b - a }'; }
+say() { printf '%s  %s\n' "$(elapsed)" "$*"; }
+die() {
+  [ "$PLAIN" = 1 ] || printf '\r\033[K'
+  printf '%s  error: %s\n' "$(elapsed)" "$*" >&2
+  [ -d "$D/logs" ] && printf '       logs: %s\n' "$D/logs" >&2
+  exit 1
+}
+
+# ---- the process table: run/NAME.pid, run/NAME.rc, run/NAME.cmd, logs/NAME.log ------------------
+
+# launch NAME COMMAND...: starts COMMAND in its own session (it outlives this
+# script and the terminal); a small bash waits for it and records its exit
+# status in run/NAME.rc. run/NAME.pid is the program's own pid.
+launch() {
+  local name=$1
+  shift
+  printf '%s\n' "$1" >"$D/run/$name.cmd"
+  rm -f "$D/run/$name.rc" "$D/run/$name.pid"
+  setsid bash -c '
+    run=$1 name=$2
+    shift 2
+    "$@" </dev/null &
+    echo $! >"$run/$name.pid.tmp" && mv "$run/$name.pid.tmp" "$run/$name.pid"
+    wait $!
+    echo $? >"$run/$name.rc"' demo-launch "$D/run" "$name" "$@" >>"$D/logs/$name.log" 2>&1 </dev/null &
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [ -s "$D/run/$name.pid" ] && return 0
+    sleep 0.05
+  done
+  die "$name did not start"
+}
+pid_of() { cat "$D/run/$1.pid" 2>/dev/null; }
+# ours NAME: its pid is alive and still runs the binary we started
+ours() {
+  local pid exe
+  pid=$(pid_of "$1") || return 1
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+  exe=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n 1)
+  [ "$exe" = "$(cat "$D/run/$1.cmd" 2>/dev/null)" ]
+}
+names() { local f; for f in "$D"/run/*.pid; do [ -e "$f" ] && basename "$f" .pid; done; }
+
+# stop_world: TERM to every process (nodes first, kube-lite last), then KILL
+# what is left after 10 s; prints a line per process that did not exit 0.
+stop_world() {
+  [ -d "$D/run" ] || return 0
+  local n order=() i pid rc
+  for n in $(names); do [ "$n" = kube-lite ] || order+=("$n"); done
+  [ -e "$D/run/kube-lite.pid" ] && order+=(kube-lite)
+  for n in "${order[@]}"; do
+    ours "$n" || continue
+    pid=$(pid_of "$n")
+    kill -TERM "$pid" 2>/dev/null
+    for ((i = 0; i < 100; i++)); do
+      ours "$n" || break
+      sleep 0.1
+    done
+    if ours "$n"; then
+      kill -KILL "$pid" 2>/dev/null
+      echo "demo: $n did not exit on SIGTERM within 10 s: killed" >&2
+    fi
+  done
+  for n in "${order[@]}"; do
+    for ((i = 0; i < 50; i++)); do
+      [ -s "$D/run/$n.rc" ] && break
+      ours "$n" || [ ! -e "$D/run/$n.pid" ] && [ $i -gt 10 ] && break
+      sleep 0.1
+    done
+    rc=$(cat "$D/run/$n.rc" 2>/dev/null)
+    if [ -n "$rc" ] && [ "$rc" != 0 ]; then
+      echo "demo: $n exited with status $rc (see $D/logs/$n.log)" >&2
+      echo "$n $rc" >>"$D/logs/exit-codes"
+    fi
+  done
+}
+
+cmd_down() {
+  stop_world
+  # Everything but the logs: pid files, sockets, state, keys, kubeconfigs.
+  if [ -d "$D" ]; then
+    find "$D" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} +
+  fi
+  return 0
+}
+
+cmd_status() {
+  local n
+  for n in $(names); do
+    if ours "$n"; then
+      printf '%-28s running  pid %s  rss %s\n' "$n" "$(pid_of "$n")" "$(rss "$n")"
+    else
+      printf '%-28s stopped  exit %s\n' "$n" "$(cat "$D/run/$n.rc" 2>/dev/null || echo '?')"
+    fi
+  done
+}
+rss() { awk '/^VmRSS/ { printf "%.1f MiB", $2 / 1024 }' "/proc/$(pid_of "$1")/status" 2>/dev/null; }
+
+# ---- kubectl and measurements -------------------------------------------------------------
+
+K() { kubectl --kubeconfig "$D/kubeconfig" --cache-dir "$D/cache" --request-timeout=10s "$@"; }
+# rbac_only: the ServiceAccounts, Roles, ClusterRoles and bindings of a
+# rendering (a folder's workloads are not for the demo's processes)
+rbac_only() {
+  awk 'function flush() { if (keep) printf "%s---\n", doc; doc = ""; keep = 0 }
+    /^---$/ { flush(); next }
+    /^kind: (ServiceAccount|Role|ClusterRole|RoleBinding|ClusterRoleBinding)$/ { keep = 1 }
+    { doc = doc $0 "\n" }
+    END { flush() }'
+}
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+healthy() { curl -sf --max-time 2 "http://127.0.0.1:$1${2:-/healthz}" >/dev/null; }
+api_url() { sed -n 's/^kube-lite: serving on //p' "$D/logs/kube-lite.log" 2>/dev/null | head -n 1; }
+# api_writes: successful create/update/patch/delete requests kube-lite answered
+api_writes() {
+  { curl -s --max-time 5 --cacert "$D/pki/ca.crt" -H "Authorization: Bearer $(cat "$D/run/admin.token" 2>/dev/null)" \
+    "$(api_url)/metrics" 2>/dev/null || true; } | awk '
+    /^apiserver_request_total/ && /verb="(create|update|patch|delete|deletecollection)"/ {
+      if (match($0, /code="[0-9]+"/) && substr($0, RSTART + 6, 3) + 0 < 400) s += $NF
+    }
+    END { print s + 0 }'
+}
+# driver_calls: every driver's call counts summed, as one JSON object
+driver_calls() {
+  local f=("$D"/state/*/status.json)
+  [ -e "${f[0]}" ] || { echo '{}'; return; }
+  jq -s -c '[.[].calls // {} | to_entries[]] | group_by(.key) | map({key: .[0].key, value: (map(.value) | add)}) | from_entries' \
+    "${f[@]}" 2>/dev/null || echo '{}'
+}
+
+# ---- steps ----------------------------------------------------------------------------------
+
+STEP_NAMES=()
+STEP_TIMES=()
+STEP_WRITES=()
+STEP_CALLS=()
+STEP_FAILED=0
+step_t0=""
+step_w0=0
+step_c0="{}"
+step_begin() {
+  step_t0=$(date +%s.%N)
+  step_w0=$(api_writes)
+  step_c0=$(driver_calls)
+  say "▶ $1"
+}
+# step_end NAME: records the step's time, API writes and driver calls
+step_end() {
+  local t w c
+  t=$(awk -v a="$step_t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+  w=$(($(api_writes) - step_w0))
+  # The calls since step_begin; the Identity and capability chatter is
+  # counted but not named.
+  c=$(jq -n -r --argjson a "$step_c0" --argjson b "$(driver_calls)" '
+    ($b | to_entries | map(.value -= ($a[.key] // 0)) | map(select(.value > 0))) as $d
+    | ($d | map(select(.key | IN("Probe", "GetPluginInfo", "GetPluginCapabilities",
+        "ControllerGetCapabilities", "NodeGetCapabilities") | not)) | map("\(.key) \(.value)") | join(", ")) as $main
+    | "\($d | map(.value) | add // 0)\(if $main == "" then "" else " (" + $main + ")" end)"')
+  STEP_NAMES+=("$1")
+  STEP_TIMES+=("$t")
+  STEP_WRITES+=("$w")
+  STEP_CALLS+=("$c")
+}
+# check DESCRIPTION COMMAND...: one assertion, printed as ✓ or ✗
+check() {
+  local what=$1
+  shift
+  if "$@"; then
+    say "  ✓ $what"
+  else
+    say "  ✗ $what"
+    STEP_FAILED=$((STEP_FAILED + 1))
+  fi
+}
+
+# wait_until TIMEOUT WHAT COMMAND...: polls COMMAND; shows the objects'
+# phases (a live line on a terminal, a line per change without one)
+wait_until() {
+  local secs=$1 what=$2
+  shift 2
+  local end=$((SECONDS + secs)) last="" now
+  while :; do
+    if "$@"; then
+      [ "$PLAIN" = 1 ] || printf '\r\033[K'
+      say "  ✓ $what"
+      return 0
+    fi
+    if [ "$SECONDS" -ge "$end" ]; then
+      [ "$PLAIN" = 1 ] || printf '\r\033[K'
+      say "  ✗ $what (not within ${secs}s; $(phases))"
+      STEP_FAILED=$((STEP_FAILED + 1))
+      return 1
+    fi
+    now=$(phases)
+    if [ "$PLAIN" = 1 ]; then
+      [ "$now" = "$last" ] || say "    … $now"
+    else
+      printf '\r\033[K%s    … waiting: %s' "$(elapsed)" "$now"
+    fi
+    last=$now
+    sleep 0.2
+  done
+}
+
+# ---- up -------------------------------------------------------------------------------------
+
+bin() {
+  local n
+  for n in "$@"; do
+    [ -x "$B/bin/$n" ] && { echo "$B/bin/$n"; return 0; }
+  done
+  return 1
+}
+
+cmd_up() {
+  local build=1 a
+  for a in "$@"; do
+    case $a in
+      --no-build) build=0 ;;
+      --plain) PLAIN=1 ;;
+      *) echo "usage: hack/demo.sh [up] [--no-build] [--plain] | down | status" >&2; exit 2 ;;
+    esac
+  done
+  if [ "$build" = 1 ]; then
+    say "installing what is missing (hack/install-deps.sh) and building ($B)"
+    "$ROOT/hack/install-deps.sh" || die "hack/install-deps.sh failed"
+    make -C "$ROOT" -j"$(nproc 2>/dev/null || echo 2)" B="$B" all >"$ROOT/build/demo-make.log" 2>&1 ||
+      die "the build failed: $ROOT/build/demo-make.log"
+    rm -f "$ROOT/build/demo-make.log"
+  fi
+  for t in kubectl jq openssl curl setsid; do
+    command -v "$t" >/dev/null || die "$t is missing: run hack/install-deps.sh"
+  done
+  KL=$(bin kube-lite) || die "no $B/bin/kube-lite: build first (make)"
+  DRV=$(bin example-csi-driver) || die "no $B/bin/example-csi-driver"
+  PROV=$(bin csi-provisioner) || die "no $B/bin/csi-provisioner"
+  ATT=$(bin csi-attacher) || ATT=""
+  REG=$(bin csi-node-driver-registrar csi-registrar) || REG=""
+  KSIM=$(bin kubelet-sim) || KSIM=""
+
+  # A world already running here goes first.
+  if [ -d "$D/run" ]; then
+    say "stopping the previous world in $D"
+    cmd_down 2>/dev/null
+  fi
+  mkdir -p "$D"/{run,logs,state,sock,cache}
+  rm -f "$D"/logs/*.log "$D/logs/exit-codes" "$D/logs/summary.txt"
+  local sock_probe="$D/nodes/node-1/plugins_registry/$DRIVER-reg.sock"
+  [ ${#sock_probe} -lt 100 ] || die "DEMO_DIR $D is too long for unix socket paths (108 bytes)"
+
+  # ---- kube-lite: TLS, one token per identity, RBAC ------------------------------------------
+  step_begin "kube-lite: HTTPS, tokens, RBAC"
+  "$ROOT/hack/kube-lite/gen-certs.sh" "$D/pki" >/dev/null || die "gen-certs.sh failed"
+  local tok_admin tok_prov tok_att tok_reg
+  tok_admin=$(openssl rand -hex 16)
+  tok_prov=$(openssl rand -hex 16)
+  tok_att=$(openssl rand -hex 16)
+  tok_reg=$(openssl rand -hex 16)
+  printf '%s\n' "$tok_admin" >"$D/run/admin.token"
+  {
+    echo "$tok_admin,admin,1,\"system:masters\""
+    echo "$tok_prov,system:serviceaccount:$NS:csi-provisioner,2,\"system:serviceaccounts,system:serviceaccounts:$NS\""
+    echo "$tok_att,system:serviceaccount:$NS:csi-attacher,3,\"system:serviceaccounts,system:serviceaccounts:$NS\""
+    echo "$tok_reg,system:serviceaccount:$NS:csi-node-driver-registrar,4,\"system:serviceaccounts,system:serviceaccounts:$NS\""
+    local i=10 n
+    for n in "${NODES[@]}"; do
+      echo "$(openssl rand -hex 16),system:node:$n,$i,\"system:nodes\""
+      i=$((i + 1))
+    done
+  } >"$D/run/tokens.csv"
+  chmod 600 "$D/run/tokens.csv" "$D/run/admin.token"
+  launch kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$D/kubeconfig" \
+    --tls-cert-file "$D/pki/server.crt" --tls-private-key-file "$D/pki/server.key" \
+    --client-ca-file "$D/pki/ca.crt" --token-auth-file "$D/run/tokens.csv" \
+    --authorization-mode RBAC --kubeconfig-token "$tok_admin" \
+    --controllers binder,attach,namespaces
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [ -n "$(api_url)" ] && break
+    ours kube-lite || die "kube-lite exited: $(tail -n 3 "$D/logs/kube-lite.log")"
+    sleep 0.05
+  done
+  [ -n "$(api_url)" ] || die "kube-lite did not start"
+  kc_for() { sed "s/token: $tok_admin/token: $2/" "$D/kubeconfig" >"$D/run/$1.kubeconfig"; chmod 600 "$D/run/$1.kubeconfig"; }
+  kc_for csi-provisioner "$tok_prov"
+  kc_for csi-attacher "$tok_att"
+  kc_for csi-node-driver-registrar "$tok_reg"
+  for n in "${NODES[@]}"; do
+    kc_for "kubelet-$n" "$(awk -F, -v u="system:node:$n" '$2 == u { print $1 }' "$D/run/tokens.csv")"
+  done
+  say "  kube-lite serves $(api_url)"
+  # Each sidecar's RBAC, from its manifests folder only.
+  local dir out
+  for dir in provisioner attacher registrar; do
+    [ -d "$ROOT/manifests/$dir" ] || continue
+    [ -e "$ROOT/manifests/$dir/kustomization.yaml" ] || continue
+    out=$(K kustomize "$ROOT/manifests/$dir" | rbac_only) || die "manifests/$dir does not render"
+    if [ -z "$out" ]; then
+      say "  manifests/$dir: no RBAC (none needed)"
+      continue
+    fi
+    out=$(printf '%s\n' "$out" | K apply -f - 2>&1) || die "RBAC of manifests/$dir does not apply: $out"
+    say "  RBAC of manifests/$dir: $(printf '%s\n' "$out" | wc -l) objects"
+  done
+  # What the kubelet may write (kube-apiserver's Node authorizer and
+  # system:node role stand here): the demo's own, not part of manifests/.
+  K apply -f - >/dev/null <<EOF || die "the nodes' RBAC does not apply"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: demo:kubelet
+rules:
+  - apiGroups: [""]
+    resources: ["nodes"]
+    verbs: ["get", "list", "watch", "create", "update", "patch"]
+  - apiGroups: ["storage.k8s.io"]
+    resources: ["csinodes"]
+    verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  - apiGroups: ["storage.k8s.io"]
+    resources: ["csidrivers"]
+    verbs: ["get", "list", "watch"]
+  - apiGroups: [""]
+    resources: ["events"]
+    verbs: ["create", "patch", "update"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: demo:kubelet
+subjects:
+  - kind: Group
+    name: system:nodes
+    apiGroup: rbac.authorization.k8s.io
+roleRef:
+  kind: ClusterRole
+  name: demo:kubelet
+  apiGroup: rbac.authorization.k8s.io
+EOF
+  step_end "kube-lite, RBAC"
+
+  # ---- the driver, the sidecars, the nodes ----------------------------------------------------
+  step_begin "CSI driver (controller + node roles), sidecars, kubelet-sim"
+  local attach_required=true
+  [ -n "$ATT" ] || attach_required=false
+  sed "s/attachRequired: true/attachRequired: $attach_required/" "$ROOT/manifests/deploy/csidriver.yaml" |
+    K apply -f - >/dev/null || die "manifests/deploy/csidriver.yaml does not apply"
+  mkdir -p "$D/state/controller"
+  launch example-csi-driver-controller "$DRV" --drivername "$DRIVER" \
+    --endpoint "unix://$D/sock/controller.sock" --state-dir "$D/state/controller" \
+    --nodeid controller --known-nodes "$(IFS=,; echo "${NODES[*]}")" --capacity 10Gi
+  local pprov patt
+  pprov=$(free_port)
+  launch csi-provisioner "$PROV" --csi-address "$D/sock/controller.sock" \
+    --kubeconfig "$D/run/csi-provisioner.kubeconfig" --leader-election --leader-election-namespace "$NS" \
+    --http-endpoint "127.0.0.1:$pprov" --extra-create-metadata -v=2
+  if [ -n "$ATT" ]; then
+    patt=$(free_port)
+    launch csi-attacher "$ATT" --csi-address "$D/sock/controller.sock" \
+      --kubeconfig "$D/run/csi-attacher.kubeconfig" --leader-election --leader-election-namespace "$NS" \
+      --http-endpoint "127.0.0.1:$patt" -v=2
+  else
+    say "  (csi-attacher is not built yet: the CSIDriver says attachRequired: false)"
+  fi
+  local k=1 preg nd
+  for n in "${NODES[@]}"; do
+    nd="$D/nodes/$n"
+    mkdir -p "$nd/plugins/$DRIVER" "$nd/plugins_registry" "$D/state/$n"
+    launch "example-csi-driver-$n" "$DRV" --drivername "$DRIVER" \
+      --endpoint "unix://$nd/plugins/$DRIVER/csi.sock" --state-dir "$D/state/$n" \
+      --nodeid "$n" --topology "$ZONE_KEY=zone-$k" --capacity 10Gi
+    if [ -n "$REG" ]; then
+      preg=$(free_port)
+      echo "$preg" >"$D/run/csi-node-driver-registrar-$n.port"
+      launch "csi-node-driver-registrar-$n" "$REG" --csi-address "$nd/plugins/$DRIVER/csi.sock" \
+        --kubelet-registration-path "$nd/plugins/$DRIVER/csi.sock" \
+        --plugin-registration-path "$nd/plugins_registry" --http-endpoint "127.0.0.1:$preg" -v=2
+    fi
+    if [ -n "$KSIM" ]; then
+      launch "kubelet-sim-$n" "$KSIM" --kubeconfig "$D/run/kubelet-$n.kubeconfig" --node-name "$n" \
+        --plugins-registry-dir "$nd/plugins_registry" --register-node -v=2
+    fi
+    k=$((k + 1))
+  done
+  if [ -z "$REG" ] || [ -z "$KSIM" ]; then
+    # Until the registrar and kubelet-sim are built: the Node and CSINode
+    # objects they would write, written here.
+    say "  (registrar or kubelet-sim not built yet: Node and CSINode written with kubectl)"
+    k=1
+    for n in "${NODES[@]}"; do
+      K apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: $n
+  labels: {"$ZONE_KEY": "zone-$k", "kubernetes.io/hostname": "$n"}
+  annotations: {"csi.volume.kubernetes.io/nodeid": "{\"$DRIVER\":\"$n\"}"}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata:
+  name: $n
+spec:
+  drivers:
+  - name: $DRIVER
+    nodeID: $n
+    topologyKeys: ["$ZONE_KEY"]
+EOF
+      k=$((k + 1))
+    done
+  fi
+  wait_until 30 "csi-provisioner is healthy (:$pprov/healthz)" healthy "$pprov"
+  [ -z "$ATT" ] || wait_until 30 "csi-attacher is healthy (:$patt/healthz)" healthy "$patt"
+  for n in "${NODES[@]}"; do
+    [ -n "$REG" ] && wait_until 30 "registrar on $n is healthy" healthy "$(cat "$D/run/csi-node-driver-registrar-$n.port")"
+  done
+  step_end "processes started"
+
+  # ---- node registration -----------------------------------------------------------------------
+  step_begin "nodes registered (CSINode, node-id annotation, topology labels)"
+  k=1
+  for n in "${NODES[@]}"; do
+    wait_until 30 "csinode/$n lists $DRIVER with nodeID $n" csinode_ok "$n"
+    check "node/$n has the csi.volume.kubernetes.io/nodeid annotation" node_annotated "$n"
+    check "node/$n has label $ZONE_KEY=zone-$k" node_label "$n" "zone-$k"
+    k=$((k + 1))
+  done
+  step_end "nodes registered"
+
+  # ---- the scenario ----------------------------------------------------------------------------
+  step_begin "StorageClass (WaitForFirstConsumer, topology) and a claim"
+  K apply -f "$ROOT/manifests/deploy/example/storageclass.yaml" >/dev/null || die "the example StorageClass does not apply"
+  K apply -f - >/dev/null <<EOF || die "the claim does not apply"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: demo-claim
+  namespace: $NS
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: example-hostpath
+  resources:
+    requests:
+      storage: 1Gi
+EOF
+  wait_until 10 "pvc/demo-claim is Pending (waiting for its first consumer)" phase_is PersistentVolumeClaim demo-claim Pending
+  check "no volume is provisioned before a pod uses the claim" no_create
+  step_end "class + claim"
+
+  step_begin "a pod on $POD_NODE uses the claim"
+  K apply -f - >/dev/null <<EOF || die "the pod does not apply"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: demo-pod
+  namespace: $NS
+spec:
+  nodeName: $POD_NODE
+  containers:
+    - name: app
+      image: registry.k8s.io/pause:3.9
+      volumeMounts:
+        - name: data
+          mountPath: /data
+  volumes:
+    - name: data
+      persistentVolumeClaim:
+        claimName: demo-claim
+EOF
+  wait_until 30 "pvc/demo-claim is Bound" phase_is PersistentVolumeClaim demo-claim Bound
+  PV=$(q "$(obj PersistentVolumeClaim demo-claim) | .spec.volumeName // \"\"")
+  check "pv/$PV is in $POD_NODE's zone (nodeAffinity $ZONE_KEY=zone-2)" pv_zone "$PV" zone-2
+  check "the driver created the volume in zone-2" drv_zone zone-2
+  step_end "provisioned"
+
+  if [ -n "$ATT" ]; then
+    step_begin "the volume is attached to $POD_NODE"
+    wait_until 30 "a VolumeAttachment for $PV on $POD_NODE is attached" va_attached "$PV"
+    check "the driver holds the publication on $POD_NODE" drv_published "$POD_NODE"
+    step_end "attached"
+  fi
+
+  step_begin "pod deleted → detach"
+  K delete pod demo-pod -n "$NS" --wait=false >/dev/null
+  wait_until 30 "the VolumeAttachment is gone" no_va
+  check "the driver holds no publication" drv_published ""
+  step_end "detached"
+
+  step_begin "claim deleted → DeleteVolume"
+  K delete pvc demo-claim -n "$NS" --wait=false >/dev/null
+  wait_until 30 "pvc/demo-claim is gone" gone PersistentVolumeClaim demo-claim
+  wait_until 30 "pv/$PV is gone" gone PersistentVolume "$PV"
+  check "the driver deleted the volume" drv_empty
+  step_end "deleted"
+
+  # ---- what is left for the user -------------------------------------------------------------------
+  summary
+  [ "$STEP_FAILED" -eq 0 ]
+}
+
+# ---- checks: over one snapshot of the objects (run/snap.json, one kubectl
+# call per poll) and the drivers' status.json, read with jq --------------------------------------
+
+SNAP_KINDS=(PersistentVolumeClaim PersistentVolume VolumeAttachment Pod Node CSINode)
+SNAP_PATHS=(/api/v1/persistentvolumeclaims /api/v1/persistentvolumes /apis/storage.k8s.io/v1/volumeattachments
+  /api/v1/pods /api/v1/nodes /apis/storage.k8s.io/v1/csinodes)
+# snap: the scenario's objects as one list (run/snap.json), read with one
+# curl (a kubectl per poll costs a second on a busy machine)
+snap() {
+  local url i args=()
+  url=$(api_url)
+  for i in "${!SNAP_PATHS[@]}"; do args+=(-o "$D/run/snap.$i" "$url${SNAP_PATHS[$i]}"); done
+  curl -sf --max-time 5 --cacert "$D/pki/ca.crt" -H "Authorization: Bearer $(cat "$D/run/admin.token")" "${args[@]}" ||
+    return 1
+  local files=()
+  for i in "${!SNAP_PATHS[@]}"; do files+=("$D/run/snap.$i"); done
+  jq -s --arg kinds "${SNAP_KINDS[*]}" '($kinds | split(" ")) as $k
+    | {items: [to_entries[] | .key as $i | .value.items[]? | .kind = $k[$i]]}' "${files[@]}" \
+    >"$D/run/snap.json.tmp" 2>/dev/null && mv "$D/run/snap.json.tmp" "$D/run/snap.json"
+}
+# q FILTER [jq args...]: FILTER over the snapshot's items
+q() {
+  local f=$1
+  shift
+  jq -r "$@" "[.items[]] | $f" "$D/run/snap.json" 2>/dev/null
+}
+obj() { printf 'map(select(.kind == "%s" and .metadata.name == "%s")) | .[0]' "$1" "$2"; }
+phase_is() { snap; [ "$(q "$(obj "$1" "$2") | .status.phase // \"\"")" = "$3" ]; }
+gone() { snap && [ "$(q "$(obj "$1" "$2") | . == null")" = true ]; }
+csinode_ok() {
+  snap
+  [ "$(q "$(obj CSINode "$1") | .spec.drivers[]? | select(.name == \$d) | .nodeID" --arg d "$DRIVER")" = "$1" ]
+}
+node_annotated() {
+  [ "$(q "$(obj Node "$1") | .metadata.annotations[\"csi.volume.kubernetes.io/nodeid\"] // \"{}\" | fromjson | .[\$d]" \
+    --arg d "$DRIVER")" = "$1" ]
+}
+node_label() { [ "$(q "$(obj Node "$1") | .metadata.labels[\$k]" --arg k "$ZONE_KEY")" = "$2" ]; }
+pv_zone() {
+  [ "$(q "$(obj PersistentVolume "$1") | .spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[] | select(.key == \$k) | .values[0]" --arg k "$ZONE_KEY")" = "$2" ]
+}
+va_attached() {
+  snap
+  [ "$(q "map(select(.kind == \"VolumeAttachment\" and .spec.source.persistentVolumeName == \$pv)) | map(\"\\(.spec.nodeName)=\\(.status.attached)\") | join(\",\")" --arg pv "$1")" = "$POD_NODE=true" ]
+}
+no_va() { snap && [ "$(q 'map(select(.kind == "VolumeAttachment")) | length')" = 0 ]; }
+# drv ROLE FILTER: FILTER over state/ROLE/status.json
+drv() { jq -r "$2" "$D/state/$1/status.json" 2>/dev/null; }
+no_create() { [ "$(drv controller '.calls.CreateVolume // 0')" = 0 ]; }
+drv_zone() { [ "$(drv controller "[.volumes[].topology[\"$ZONE_KEY\"]] | join(\",\")")" = "$1" ]; }
+drv_published() { [ "$(drv controller '[.volumes[].published_nodes[]?] | join(",")')" = "$1" ]; }
+drv_empty() { [ "$(drv controller '.volumes | length')" = 0 ]; }
+# phases: one line with the scenario objects' state (from the last snapshot)
+phases() {
+  q '(map(select(.kind == "PersistentVolumeClaim" and .metadata.name == "demo-claim")) | .[0]) as $c
+     | (map(select(.kind == "PersistentVolume" and .metadata.name == ($c.spec.volumeName // "-"))) | .[0]) as $v
+     | (map(select(.kind == "VolumeAttachment")) | map("\(.spec.nodeName) attached=\(.status.attached // false)") | join(" ")) as $a
+     | (map(select(.kind == "Pod" and .metadata.name == "demo-pod")) | .[0]) as $p
+     | "pvc \($c.status.phase // "—") · pv \(if $v then "\($v.metadata.name | .[0:12])… \($v.status.phase // "")" else "—" end)"
+       + " · va \(if $a == "" then "—" else $a end) · pod \(if $p then "on \($p.spec.nodeName)" else "—" end)"'
+}
+
+summary() {
+  local i n total=0
+  {
+    echo
+    echo "  step                  time    API writes  driver calls"
+    echo "  --------------------  ------  ----------  ------------"
+    for i in "${!STEP_NAMES[@]}"; do
+      printf '  %-20s  %5ss  %10s  %s\n' "${STEP_NAMES[$i]}" "${STEP_TIMES[$i]}" "${STEP_WRITES[$i]}" "${STEP_CALLS[$i]}"
+    done
+    echo
+    echo "  processes (resident memory now):"
+    for n in $(names); do
+      ours "$n" && printf '    %-34s pid %-7s %s\n' "$n" "$(pid_of "$n")" "$(rss "$n")"
+    done
+    echo
+    if [ "$STEP_FAILED" -eq 0 ]; then
+      echo "  every step passed in $(elapsed | tr -d ' '); the world keeps running:"
+    else
+      echo "  $STEP_FAILED check(s) FAILED; the world keeps running for a look:"
+    fi
+    echo
+    echo "    export KUBECONFIG=$D/kubeconfig"
+    echo "    kubectl get pv,pvc,volumeattachments,csinodes"
+    echo
+    echo "  default StorageClass: example-hostpath (claims without a class get it)"
+    echo "  logs: $D/logs/   stop everything: make demo-down (hack/demo.sh down)"
+  } | tee "$D/logs/summary.txt"
+}
+
+case ${1:-up} in
+  up) shift || true; cmd_up "$@" ;;
+  --*) cmd_up "$@" ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  *) echo "usage: hack/demo.sh [up] [--no-build] [--plain] | down | status" >&2; exit 2 ;;
+esac
