@@ -108,7 +108,9 @@ static int nodeid_parse(const char *text, json_object **out)
     }
     json_tokener *tok = json_tokener_new();
     size_t len = strlen(text);
-    json_object *o = json_tokener_parse_ex(tok, text, (int)len);
+    /* The terminating NUL is passed too: it tells json-c the input ends
+     * (a bare `null` or number would otherwise wait for more). */
+    json_object *o = json_tokener_parse_ex(tok, text, (int)len + 1);
     enum json_tokener_error err = json_tokener_get_error(tok);
     size_t used = err == json_tokener_success ? json_tokener_get_parse_end(tok) : 0;
     json_tokener_free(tok);
