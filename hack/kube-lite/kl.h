@@ -96,6 +96,18 @@ json_object *kl_table_new(const kl_type *t, int version, bool columns);
 void kl_table_add_row(json_object *table, const kl_type *t, const json_object *obj, int version,
                       int include, int64_t now);
 
+/* ---- proto: protobuf request bodies ------------------------------------------ */
+
+/*
+ * Decodes an `application/vnd.kubernetes.protobuf` body ("k8s\0" +
+ * runtime.Unknown) into the JSON object kube-apiserver would have decoded,
+ * for the kinds kubectl's generator commands send (Namespace, Secret,
+ * ConfigMap, ServiceAccount, Role, ClusterRole, RoleBinding,
+ * ClusterRoleBinding, TokenRequest). -EINVAL for malformed bytes, -ENOTSUP
+ * for another kind; util_err_last() says why.
+ */
+int kl_proto_decode(const void *body, size_t len, json_object **out);
+
 /* ---- errs: field errors for 422 Invalid ------------------------------------ */
 
 /* Cause reasons, as metav1.CauseType. */

@@ -1523,13 +1523,24 @@ static void answer_write(kl_response *r, kl_mut_kind kind, kl_obj *res, int code
 
 static json_object *parse_body(const kl_request *req, kl_response *r, const kl_type *t)
 {
-    /* JSON only: protobuf bodies get 415, on which client-go falls back to JSON. */
+    /* Protobuf for the kinds kubectl's generator commands send; other kinds
+     * get 415, on which client-go falls back to JSON. */
     if (req->content_type &&
         util_has_prefix(req->content_type, "application/vnd.kubernetes.protobuf")) {
-        fail(r, 415, "UnsupportedMediaType", NULL, NULL,
-             "the body of the request was in an unknown format - accepted media types include: "
-             "application/json, application/yaml");
-        return NULL;
+        json_object *obj = NULL;
+        int rc = kl_proto_decode(req->body, req->body_len, &obj);
+        if (rc == -ENOTSUP) {
+            fail(r, 415, "UnsupportedMediaType", NULL, NULL,
+                 "the body of the request was in an unknown format - accepted media types "
+                 "include: application/json, application/yaml");
+        } else if (rc < 0) {
+            json_object *st = status_new(400, "BadRequest", NULL, NULL,
+                                         "%s in version \"%s\" cannot be handled as a %s: %s",
+                                         t ? t->kind : "object", t ? t->version : "v1",
+                                         t ? t->kind : "object", util_err_last());
+            set_body(r, 400, st);
+        }
+        return obj;
     }
     enum json_tokener_error jerr = json_tokener_success;
     json_object *body =
