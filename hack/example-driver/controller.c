@@ -528,8 +528,9 @@ static void unpublish_locked(drv *d, drv_model *m,
     const char *node = req->node_id && *req->node_id ? req->node_id : NULL;
     drv_volume *v = drv_model_volume(m, req->volume_id);
     if (!v || (node && !drv_node_known(d, node))) {
-        /* The spec's table says NOT_FOUND; --unpublish-missing-ok gives the
-         * later spec text's "SHOULD return OK" for drivers that chose it. */
+        /* CSI v1.12: a plugin SHOULD answer OK when it can regard the volume
+         * as unpublished; --unpublish-missing-ok=false gives the error
+         * table's NOT_FOUND (the attacher's deleted-node tests need it). */
         if (d->cfg->unpublish_missing_ok)
             csi_reply_ok(reply, &ok.base);
         else if (!v)

@@ -208,11 +208,15 @@ const char *drv_store_dir(const drv_store *s);
 
 typedef struct drv_faults drv_faults;
 
+/* Injected failure messages are cut to this many bytes: long enough to test
+ * a sidecar against the API's 1024-byte limit on stored error messages. */
+#define DRV_FAULT_MSG_MAX 4096
+
 /* What the dispatcher does to one call. */
 typedef struct drv_fault_action {
     util_duration delay;
     int fail_code; /* CSI_OK: no injected failure */
-    char fail_msg[256];
+    char fail_msg[DRV_FAULT_MSG_MAX + 1];
     bool crash_before; /* _exit(137) before the call has any effect */
     bool crash_after;  /* _exit(137) after it took effect and was persisted */
 } drv_fault_action;

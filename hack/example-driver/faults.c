@@ -25,6 +25,7 @@
 #include <json-c/json.h>
 
 #include "driver.h"
+#include "kobj/kobj.h"
 #include "obs/obs.h"
 
 struct rule {
@@ -143,33 +144,29 @@ static int parse_flag(struct rule *rules, const char *text)
 
 static int parse_file_rule(struct rule *r, const char *method, json_object *o)
 {
-    json_object *v;
-    if (!json_object_is_type(o, json_type_object))
+    if (!kobj_typed(o, json_type_object))
         return util_err_set(-EINVAL, "%s: want an object", method);
-    if (json_object_object_get_ex(o, "delay_ms", &v))
-        r->delay = json_object_get_int64(v) * UTIL_MS;
-    if (json_object_object_get_ex(o, "fail", &v)) {
-        json_object *count, *code, *msg;
-        if (!json_object_object_get_ex(v, "count", &count) ||
-            !json_object_object_get_ex(v, "code", &code))
+    int64_t n = 0;
+    if (kobj_int64(o, "delay_ms", &n) == 0)
+        r->delay = n * UTIL_MS;
+    json_object *v = kobj_get(o, "fail");
+    if (v) {
+        const char *code = kobj_str(v, "code");
+        if (kobj_int64(v, "count", &n) < 0 || !code)
             return util_err_set(-EINVAL, "%s: fail wants count and code", method);
-        int64_t n = json_object_get_int64(count);
         if (n <= 0)
             return util_err_set(-EINVAL, "%s: fail count must be positive", method);
-        const char *text =
-            json_object_object_get_ex(v, "message", &msg) ? json_object_get_string(msg) : NULL;
-        int rc = set_fail(r, n, json_object_get_string(code), text, method);
+        int rc = set_fail(r, n, code, kobj_str(v, "message"), method);
         if (rc < 0)
             return rc;
     }
-    if (json_object_object_get_ex(o, "crash", &v)) {
-        json_object *at, *when;
-        if (!json_object_object_get_ex(v, "at", &at) || json_object_get_int64(at) <= 0)
+    v = kobj_get(o, "crash");
+    if (v) {
+        if (kobj_int64(v, "at", &n) < 0 || n <= 0)
             return util_err_set(-EINVAL, "%s: crash wants a positive \"at\"", method);
-        r->crash_at = json_object_get_int64(at);
-        const char *w =
-            json_object_object_get_ex(v, "when", &when) ? json_object_get_string(when) : "before";
-        if (strcmp(w, "before") != 0 && strcmp(w, "after") != 0)
+        r->crash_at = n;
+        const char *w = kobj_get(v, "when") ? kobj_str(v, "when") : "before";
+        if (!w || (strcmp(w, "before") != 0 && strcmp(w, "after") != 0))
             return util_err_set(-EINVAL, "%s: crash \"when\" is before or after", method);
         r->crash_after = strcmp(w, "after") == 0;
     }

@@ -194,6 +194,7 @@ int main(int argc, char **argv)
         .driver_name = "hostpath.csi.example.com",
         .node_id = host,
         .sync = true,
+        .unpublish_missing_ok = true,
     };
     struct flag_values fv = {
         .capacity = "100Gi",
@@ -235,8 +236,9 @@ int main(int argc, char **argv)
     util_flags_bool(f, "sync", &cfg.sync,
                     "fsync state.json after every change (false only for benchmarks)");
     util_flags_bool(f, "unpublish-missing-ok", &cfg.unpublish_missing_ok,
-                    "ControllerUnpublishVolume of an unknown volume or node answers OK instead "
-                    "of NOT_FOUND");
+                    "ControllerUnpublishVolume of an unknown volume or node answers OK, as CSI "
+                    "v1.12 says a plugin SHOULD; false answers NOT_FOUND (the spec's error "
+                    "table)");
     obs_log_add_flags(f);
     int first = util_flags_parse_or_exit(f, argc, argv);
 

@@ -27,6 +27,7 @@
 #include <json-c/json.h>
 
 #include "driver.h"
+#include "kobj/kobj.h"
 #include "obs/obs.h"
 
 struct drv_store {
@@ -554,30 +555,17 @@ static int write_docs(const drv_store *s, const jbuf *doc, bool state)
 
 /* ---- loading -------------------------------------------------------------------- */
 
-static const char *jstr(json_object *o, const char *key)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
+/* A missing or mistyped number reads as 0, as Go's zero value. */
 static int64_t ji64(json_object *o, const char *key)
 {
-    json_object *v;
-    return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : 0;
-}
-
-static bool jbool(json_object *o, const char *key)
-{
-    json_object *v;
-    return json_object_object_get_ex(o, key, &v) && json_object_get_boolean(v);
+    int64_t v = 0;
+    return kobj_int64(o, key, &v) == 0 ? v : 0;
 }
 
 static void load_kvs(json_object *o, const char *key, drv_kvs *out)
 {
-    json_object *m;
-    if (!json_object_object_get_ex(o, key, &m) || !json_object_is_type(m, json_type_object))
+    json_object *m = kobj_obj(o, key);
+    if (!m)
         return;
     json_object_object_foreach(m, k, v)
     {
@@ -588,17 +576,17 @@ static void load_kvs(json_object *o, const char *key, drv_kvs *out)
 
 static void load_cap(json_object *o, drv_cap *c)
 {
-    const char *fs = jstr(o, "fs_type");
-    const char *hash = jstr(o, "mount_flags_hash");
-    c->access_type = drv_access_from_name(jstr(o, "access_type"));
-    c->mode = drv_mode_from_name(jstr(o, "access_mode"));
+    const char *fs = kobj_str(o, "fs_type");
+    const char *hash = kobj_str(o, "mount_flags_hash");
+    c->access_type = drv_access_from_name(kobj_str(o, "access_type"));
+    c->mode = drv_mode_from_name(kobj_str(o, "access_mode"));
     c->fs_type = util_strdup(fs ? fs : "");
     c->flags_hash = hash ? strtoull(hash, NULL, 16) : 0;
 }
 
 static int load_volume(drv_store *s, json_object *o)
 {
-    const char *id = jstr(o, "id"), *name = jstr(o, "name");
+    const char *id = kobj_str(o, "id"), *name = kobj_str(o, "name");
     if (!id || !name || strchr(id, '/') || id[0] == '.')
         return util_err_set(-EINVAL, "a volume without a valid id or name");
     drv_volume *v = util_calloc(1, sizeof(*v));
@@ -606,46 +594,44 @@ static int load_volume(drv_store *s, json_object *o)
     v->name = util_strdup(name);
     v->path = util_asprintf("%s/volumes/%s", s->dir, id);
     v->capacity = ji64(o, "capacity_bytes");
-    v->access_type = drv_access_from_name(jstr(o, "access_type"));
+    v->access_type = drv_access_from_name(kobj_str(o, "access_type"));
     load_kvs(o, "parameters", &v->params);
     load_kvs(o, "topology", &v->topology);
-    json_object *src, *arr, *st;
-    if (json_object_object_get_ex(o, "source", &src) && jstr(src, "id")) {
-        const char *type = jstr(src, "type");
+    json_object *src = kobj_obj(o, "source"), *arr, *st;
+    if (kobj_str(src, "id")) {
+        const char *type = kobj_str(src, "type");
         v->src_type = type && strcmp(type, "snapshot") == 0 ? DRV_SRC_SNAPSHOT : DRV_SRC_VOLUME;
-        v->src_id = util_strdup(jstr(src, "id"));
+        v->src_id = util_strdup(kobj_str(src, "id"));
     }
-    if (json_object_object_get_ex(o, "publications", &arr) &&
-        json_object_is_type(arr, json_type_array)) {
-        size_t n = json_object_array_length(arr);
+    if ((arr = kobj_arr(o, "publications")) != NULL) {
+        size_t n = kobj_len(arr);
         v->pubs = util_calloc(n ? n : 1, sizeof(*v->pubs));
         for (size_t i = 0; i < n; i++) {
-            json_object *p = json_object_array_get_idx(arr, i);
-            const char *node = jstr(p, "node_id");
+            json_object *p = kobj_at(arr, i);
+            const char *node = kobj_str(p, "node_id");
             if (!node)
                 continue;
             drv_pub *pub = &v->pubs[v->n_pubs++];
             pub->node_id = util_strdup(node);
-            pub->readonly = jbool(p, "readonly");
+            pub->readonly = kobj_bool(p, "readonly", false);
             load_cap(p, &pub->cap);
         }
     }
-    if (json_object_object_get_ex(o, "staged", &st) && jstr(st, "staging_target_path")) {
-        v->staged_path = util_strdup(jstr(st, "staging_target_path"));
+    if ((st = kobj_obj(o, "staged")) != NULL && kobj_str(st, "staging_target_path")) {
+        v->staged_path = util_strdup(kobj_str(st, "staging_target_path"));
         load_cap(st, &v->staged_cap);
     }
-    if (json_object_object_get_ex(o, "node_publications", &arr) &&
-        json_object_is_type(arr, json_type_array)) {
-        size_t n = json_object_array_length(arr);
+    if ((arr = kobj_arr(o, "node_publications")) != NULL) {
+        size_t n = kobj_len(arr);
         v->npubs = util_calloc(n ? n : 1, sizeof(*v->npubs));
         for (size_t i = 0; i < n; i++) {
-            json_object *p = json_object_array_get_idx(arr, i);
-            const char *target = jstr(p, "target_path");
+            json_object *p = kobj_at(arr, i);
+            const char *target = kobj_str(p, "target_path");
             if (!target)
                 continue;
             drv_npub *np = &v->npubs[v->n_npubs++];
             np->target_path = util_strdup(target);
-            np->readonly = jbool(p, "readonly");
+            np->readonly = kobj_bool(p, "readonly", false);
             load_cap(p, &np->cap);
         }
     }
@@ -671,18 +657,15 @@ static int load_state(drv_store *s)
                             s->state_path);
     }
     int r = 0;
-    json_object *arr;
-    if (json_object_object_get_ex(root, "volumes", &arr) &&
-        json_object_is_type(arr, json_type_array)) {
-        for (size_t i = 0; r == 0 && i < json_object_array_length(arr); i++)
-            r = load_volume(s, json_object_array_get_idx(arr, i));
-    }
-    if (r == 0 && json_object_object_get_ex(root, "snapshots", &arr) &&
-        json_object_is_type(arr, json_type_array)) {
-        for (size_t i = 0; i < json_object_array_length(arr); i++) {
-            json_object *o = json_object_array_get_idx(arr, i);
-            const char *id = jstr(o, "id"), *name = jstr(o, "name");
-            const char *src = jstr(o, "source_volume_id");
+    json_object *arr = kobj_arr(root, "volumes");
+    for (size_t i = 0; r == 0 && i < kobj_len(arr); i++)
+        r = load_volume(s, kobj_at(arr, i));
+    arr = kobj_arr(root, "snapshots");
+    if (r == 0) {
+        for (size_t i = 0; i < kobj_len(arr); i++) {
+            json_object *o = kobj_at(arr, i);
+            const char *id = kobj_str(o, "id"), *name = kobj_str(o, "name");
+            const char *src = kobj_str(o, "source_volume_id");
             if (!id || !name || !src)
                 continue;
             drv_snapshot *sn = util_calloc(1, sizeof(*sn));
