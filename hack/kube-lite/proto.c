@@ -189,6 +189,7 @@ typedef struct pb_val {
 
 static int rd_field(rd *r, pb_val *v)
 {
+    memset(v, 0, sizeof(*v));
     uint64_t key = 0;
     int rc = rd_varint(r, &key);
     if (rc < 0)
@@ -247,7 +248,7 @@ static int decode_time(const uint8_t *p, size_t len, json_object **out)
     rd r = {p, len};
     int64_t secs = 0;
     while (r.left) {
-        pb_val v;
+        pb_val v = {0};
         int rc = rd_field(&r, &v);
         if (rc < 0)
             return rc;
@@ -277,7 +278,7 @@ static int decode_map_entry(const pb_val *v, bool bytes, json_object *map)
     const uint8_t *k = NULL, *val = NULL;
     size_t klen = 0, vlen = 0;
     while (r.left) {
-        pb_val e;
+        pb_val e = {0};
         int rc = rd_field(&r, &e);
         if (rc < 0)
             return rc;
@@ -295,7 +296,7 @@ static int decode_map_entry(const pb_val *v, bool bytes, json_object *map)
     if (k && memchr(k, '\0', klen))
         return util_err_set(-EINVAL, "map key with a NUL byte");
     char *key = util_calloc(klen + 1, 1);
-    if (klen)
+    if (k && klen)
         memcpy(key, k, klen);
     json_object *jv = bytes ? base64(val, vlen)
                             : json_object_new_string_len(val ? (const char *)val : "", (int)vlen);
@@ -386,7 +387,7 @@ static int decode_msg(const pb_msg *m, const uint8_t *p, size_t len, int depth, 
     json_object *obj = json_object_new_object();
     rd r = {p, len};
     while (r.left) {
-        pb_val v;
+        pb_val v = {0};
         int rc = rd_field(&r, &v);
         const pb_field *f = rc == 0 ? field_of(m, v.num) : NULL;
         if (rc == 0 && f && v.wire != wire_of(f->kind))
@@ -425,7 +426,7 @@ int kl_proto_decode(const void *body, size_t len, json_object **out)
     char *api_version = NULL, *kind = NULL;
     int rc = 0;
     while (rc == 0 && r.left) {
-        pb_val v;
+        pb_val v = {0};
         rc = rd_field(&r, &v);
         if (rc < 0)
             break;
@@ -434,7 +435,7 @@ int kl_proto_decode(const void *body, size_t len, json_object **out)
         } else if (v.num == 1) {
             rd t = {v.data, v.len};
             while (rc == 0 && t.left) {
-                pb_val tv;
+                pb_val tv = {0};
                 rc = rd_field(&t, &tv);
                 if (rc == 0 && (tv.num == 1 || tv.num == 2) && tv.wire != 2)
                     rc = util_err_set(-EINVAL, "TypeMeta: field %u has wire type %u", tv.num,
