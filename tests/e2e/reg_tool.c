@@ -33,7 +33,9 @@ static int usage(void)
     return 2;
 }
 
-static int getinfo(const char *sock, util_duration connect, bool print)
+/* One GetInfo; `*answered` (may be NULL) gets the wall clock in ns of the
+ * answer, taken before the connection is torn down. */
+static int getinfo(const char *sock, util_duration connect, bool print, long long *answered)
 {
     csi_conn_opts o = {.connect_timeout = connect, .max_backoff = UTIL_MS};
     csi_conn *c = NULL;
@@ -51,7 +53,12 @@ static int getinfo(const char *sock, util_duration connect, bool print)
         if (print)
             fprintf(stderr, "reg_tool: GetInfo: %s: %s\n", csi_code_go_name(st.code), st.message);
         rc = 1;
-    } else if (print) {
+    } else if (answered) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        *answered = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    }
+    if (rc == 0 && print) {
         const Pluginregistration__PluginInfo *i = (const Pluginregistration__PluginInfo *)resp;
         printf("%s %s %s ", i->type, i->name, i->endpoint);
         for (size_t k = 0; k < i->n_supported_versions; k++)
@@ -69,10 +76,9 @@ static int wait_answer(const char *sock, double secs)
     util_duration end = util_now_mono() + (util_duration)(secs * (double)UTIL_SECOND);
     struct stat st;
     while (util_now_mono() < end) {
-        if (stat(sock, &st) == 0 && getinfo(sock, 100 * UTIL_MS, false) == 0) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            printf("%lld\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+        long long at = 0;
+        if (stat(sock, &st) == 0 && getinfo(sock, 100 * UTIL_MS, false, &at) == 0) {
+            printf("%lld\n", at);
             return 0;
         }
         util_sleep(UTIL_MS);
@@ -159,7 +165,7 @@ int main(int argc, char **argv)
     if (argc < 3)
         return usage();
     if (strcmp(argv[1], "getinfo") == 0)
-        return getinfo(argv[2], 10 * UTIL_SECOND, true);
+        return getinfo(argv[2], 10 * UTIL_SECOND, true, NULL);
     if (strcmp(argv[1], "wait") == 0 && argc == 4)
         return wait_answer(argv[2], atof(argv[3]));
     if (strcmp(argv[1], "fake") == 0)
