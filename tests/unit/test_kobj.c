@@ -483,12 +483,12 @@ static void test_patch_remove_finalizer(void **state)
 static const struct patch_row ann_rows[] = {
     {"map present, rv", "{`metadata`:{`resourceVersion`:`5`,`annotations`:{`x`:`y`}}}", true,
      "[{`op`:`test`,`path`:`/metadata/resourceVersion`,`value`:`5`},"
-     "{`op`:`add`,`path`:`/metadata/annotations/a.io~1k~0e`,`value`:`v\\`}]"},
+     "{`op`:`add`,`path`:`/metadata/annotations/a.io~1k~0e`,`value`:`v\\\\`}]"},
     {"map absent, rv", "{`metadata`:{`resourceVersion`:`5`}}", true,
      "[{`op`:`test`,`path`:`/metadata/resourceVersion`,`value`:`5`},"
-     "{`op`:`add`,`path`:`/metadata/annotations`,`value`:{`a.io/k~e`:`v\\`}}]"},
+     "{`op`:`add`,`path`:`/metadata/annotations`,`value`:{`a.io/k~e`:`v\\\\`}}]"},
     {"map null, no rv test", "{`metadata`:{`annotations`:null}}", false,
-     "[{`op`:`add`,`path`:`/metadata/annotations`,`value`:{`a.io/k~e`:`v\\`}}]"},
+     "[{`op`:`add`,`path`:`/metadata/annotations`,`value`:{`a.io/k~e`:`v\\\\`}}]"},
     {"map a string", "{`metadata`:{`annotations`:`x`,`resourceVersion`:`5`}}", true, NULL},
     {"map an array", "{`metadata`:{`annotations`:[]}}", false, NULL},
     {"rv wanted but missing", "{`metadata`:{}}", true, NULL},
