@@ -464,13 +464,13 @@ int main(int argc, char **argv)
     if (obs_log_apply() < 0)
         die(util_err_last());
     char host[256] = "";
-    if (!*node)
-        node = getenv("NODE_NAME") ? getenv("NODE_NAME") : "";
-    if (!*node && gethostname(host, sizeof(host) - 1) == 0)
+    if (!node || !*node)
+        node = getenv("NODE_NAME");
+    if ((!node || !*node) && gethostname(host, sizeof(host) - 1) == 0)
         node = host;
-    if (!*node)
+    if (!node || !*node)
         die("--node-name is required");
-    if (!*kubeconfig)
+    if (!kubeconfig || !*kubeconfig)
         die("--kubeconfig is required");
 
     kube_config *kc = NULL;
