@@ -21,6 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "kobj/kobj.h"
 #include "kube-lite/kl.h"
 
 #define GROUP_AUTHENTICATED "system:authenticated"
@@ -709,4 +714,147 @@ char *kl_forbidden_message(const kl_user *u, const kl_attrs *a)
     }
     free(why);
     return msg;
+}
+
+/* ---- service-account tokens (TokenRequest) ------------------------------------------ */
+
+/*
+ * JWT-shaped (header.payload.signature, base64url without padding), signed
+ * with HMAC-SHA256 under a key kube-lite draws at start: stateless, so a
+ * token stays valid until it expires or kube-lite restarts, and verifying
+ * needs no table. kube-apiserver signs with RS256 and a key pair; clients
+ * treat the token as opaque, so only kube-lite itself must verify it.
+ */
+
+static char *b64url(const unsigned char *p, size_t len)
+{
+    char *out = xrealloc(NULL, 4 * ((len + 2) / 3) + 1);
+    int n = EVP_EncodeBlock((unsigned char *)out, p, (int)len);
+    size_t w = 0;
+    for (int i = 0; i < n; i++) {
+        char c = out[i];
+        if (c == '=')
+            break;
+        out[w++] = c == '+' ? '-' : c == '/' ? '_' : c;
+    }
+    out[w] = '\0';
+    return out;
+}
+
+/* Decodes base64url without padding; NULL when malformed. *len excludes
+ * the NUL the result ends with. */
+static unsigned char *b64url_decode(const char *s, size_t n, size_t *len)
+{
+    if (n % 4 == 1)
+        return NULL;
+    size_t padded = (n + 3) / 4 * 4;
+    unsigned char *in = xrealloc(NULL, padded + 1);
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                  c == '-' || c == '_';
+        if (!ok) {
+            free(in);
+            return NULL;
+        }
+        in[i] = (unsigned char)(c == '-' ? '+' : c == '_' ? '/' : c);
+    }
+    for (size_t i = n; i < padded; i++)
+        in[i] = '=';
+    unsigned char *out = xrealloc(NULL, padded / 4 * 3 + 1);
+    int m = padded ? EVP_DecodeBlock(out, in, (int)padded) : 0;
+    free(in);
+    if (m < 0) {
+        free(out);
+        return NULL;
+    }
+    size_t pad = padded - n;
+    *len = (size_t)m - pad;
+    out[*len] = '\0';
+    return out;
+}
+
+static char *sign(const unsigned char key[KL_TOKEN_KEY_LEN], const char *data, size_t len)
+{
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int mlen = 0;
+    if (!HMAC(EVP_sha256(), key, KL_TOKEN_KEY_LEN, (const unsigned char *)data, len, mac, &mlen))
+        abort();
+    return b64url(mac, mlen);
+}
+
+char *kl_sa_token_mint(const unsigned char key[KL_TOKEN_KEY_LEN], const char *ns, const char *name,
+                       const char *uid, const json_object *audiences, int64_t iat, int64_t exp)
+{
+    static const char header[] = "{\"alg\":\"HS256\",\"typ\":\"JWT\"}";
+    json_object *claims = json_object_new_object();
+    json_object *aud = json_object_new_array();
+    for (size_t i = 0; i < kobj_len(audiences); i++)
+        if (kobj_str_at(audiences, i))
+            json_object_array_add(aud, json_object_new_string(kobj_str_at(audiences, i)));
+    json_object_object_add(claims, "aud", aud);
+    json_object_object_add(claims, "exp", json_object_new_int64(exp));
+    json_object_object_add(claims, "iat", json_object_new_int64(iat));
+    json_object_object_add(claims, "iss", json_object_new_string("https://kube-lite"));
+    json_object *k8s = json_object_new_object();
+    json_object_object_add(k8s, "namespace", json_object_new_string(ns));
+    json_object *sa = json_object_new_object();
+    json_object_object_add(sa, "name", json_object_new_string(name));
+    json_object_object_add(sa, "uid", json_object_new_string(uid));
+    json_object_object_add(k8s, "serviceaccount", sa);
+    json_object_object_add(claims, "kubernetes.io", k8s);
+    json_object_object_add(claims, "nbf", json_object_new_int64(iat));
+    char *sub = util_asprintf(SA_USER_PREFIX "%s:%s", ns, name);
+    json_object_object_add(claims, "sub", json_object_new_string(sub));
+    free(sub);
+    const char *payload = json_object_to_json_string_ext(
+        claims, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    char *h = b64url((const unsigned char *)header, sizeof(header) - 1);
+    char *p = b64url((const unsigned char *)payload, strlen(payload));
+    json_object_put(claims);
+    char *signed_part = util_asprintf("%s.%s", h, p);
+    char *sig = sign(key, signed_part, strlen(signed_part));
+    char *token = util_asprintf("%s.%s", signed_part, sig);
+    free(h);
+    free(p);
+    free(signed_part);
+    free(sig);
+    return token;
+}
+
+int kl_sa_token_verify(const unsigned char key[KL_TOKEN_KEY_LEN], const char *token, int64_t now,
+                       char **ns, char **name, char **uid)
+{
+    *ns = *name = *uid = NULL;
+    const char *dot2 = token ? strrchr(token, '.') : NULL;
+    const char *dot1 = token ? strchr(token, '.') : NULL;
+    if (!dot1 || dot1 == dot2)
+        return -EINVAL;
+    char *sig = sign(key, token, (size_t)(dot2 - token));
+    size_t slen = strlen(sig);
+    bool ok = strlen(dot2 + 1) == slen && CRYPTO_memcmp(sig, dot2 + 1, slen) == 0;
+    free(sig);
+    if (!ok)
+        return -EACCES;
+    size_t plen = 0;
+    unsigned char *payload = b64url_decode(dot1 + 1, (size_t)(dot2 - dot1 - 1), &plen);
+    json_object *claims = payload ? json_tokener_parse((const char *)payload) : NULL;
+    free(payload);
+    int64_t exp = 0;
+    json_object *k8s = kobj_obj(claims, "kubernetes.io"); /* a key with a dot */
+    const char *cns = kobj_str(k8s, "namespace");
+    json_object *sa = kobj_obj(k8s, "serviceaccount");
+    const char *cname = kobj_str(sa, "name"), *cuid = kobj_str(sa, "uid");
+    int rc = 0;
+    if (!cns || !cname || !cuid || kobj_int64(claims, "exp", &exp) < 0)
+        rc = -EINVAL;
+    else if (exp <= now)
+        rc = -EKEYEXPIRED;
+    if (rc == 0) {
+        *ns = util_strdup(cns);
+        *name = util_strdup(cname);
+        *uid = util_strdup(cuid);
+    }
+    json_object_put(claims);
+    return rc;
 }

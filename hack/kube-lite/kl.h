@@ -243,6 +243,19 @@ int kl_tokens_load(const char *path, kl_tokens **out);
 const kl_user *kl_tokens_lookup(const kl_tokens *t, const char *token);
 void kl_tokens_free(kl_tokens *t);
 
+/* Service-account tokens answered to TokenRequests: HMAC-SHA256-signed
+ * JWTs under a key of KL_TOKEN_KEY_LEN random bytes. */
+#define KL_TOKEN_KEY_LEN 32
+/* The token for service account ns/name (uid) with the `audiences` array
+ * (may be NULL), issued at `iat`, expiring at `exp` (Unix seconds). */
+char *kl_sa_token_mint(const unsigned char key[KL_TOKEN_KEY_LEN], const char *ns, const char *name,
+                       const char *uid, const json_object *audiences, int64_t iat, int64_t exp);
+/* 0 and the service account's namespace, name and uid (caller frees) for a
+ * token this key signed that has not expired at `now`; -EINVAL malformed,
+ * -EACCES bad signature, -EKEYEXPIRED expired. */
+int kl_sa_token_verify(const unsigned char key[KL_TOKEN_KEY_LEN], const char *token, int64_t now,
+                       char **ns, char **name, char **uid);
+
 /* What a request asks for, as kube-apiserver's RequestInfo. */
 typedef struct kl_attrs {
     bool resource_request; /* false: a non-resource path such as /version */

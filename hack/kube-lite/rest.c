@@ -27,12 +27,13 @@
 struct kl_api {
     kl_store *store;
     kl_api_opts opts;
-    char *discovery_api;     /* /api */
-    char *discovery_apis;    /* /apis */
-    char *openapi_root;      /* /openapi/v3 */
-    json_object *gv_lists;   /* "api/v1" or "apis/g/v" -> APIResourceList */
-    json_object *gv_groups;  /* group -> APIGroup */
-    json_object *openapi_gv; /* "api/v1" ... -> OpenAPI v3 document */
+    char *discovery_api;                       /* /api */
+    char *discovery_apis;                      /* /apis */
+    char *openapi_root;                        /* /openapi/v3 */
+    json_object *gv_lists;                     /* "api/v1" or "apis/g/v" -> APIResourceList */
+    json_object *gv_groups;                    /* group -> APIGroup */
+    json_object *openapi_gv;                   /* "api/v1" ... -> OpenAPI v3 document */
+    unsigned char token_key[KL_TOKEN_KEY_LEN]; /* signs TokenRequest answers */
 };
 
 /* ---- small helpers ----------------------------------------------------------- */
@@ -408,6 +409,8 @@ kl_api *kl_api_new(kl_store *store, const kl_api_opts *opts)
         a->opts.bookmark_every = 60 * UTIL_SECOND;
     if (!a->opts.version_minor)
         a->opts.version_minor = "32";
+    if (getrandom(a->token_key, sizeof(a->token_key), 0) != (ssize_t)sizeof(a->token_key))
+        abort();
     build_discovery(a);
     return a;
 }
@@ -583,8 +586,49 @@ static void rbac_each_ctx(void *ud, const char *resource, const char *ns,
     rbac_each(c->a, resource, ns, fn, fud);
 }
 
+/* A service account's identity from a token kube-lite issued. */
+typedef struct sa_ident {
+    kl_user u;
+    char *groups[3];
+} sa_ident;
+
+static void sa_ident_clear(sa_ident *s)
+{
+    free(s->u.name);
+    free(s->groups[1]);
+    memset(s, 0, sizeof(*s));
+}
+
+/* True when `token` is one of our TokenRequest tokens, unexpired, for a
+ * service account that still exists with the same uid. */
+static bool sa_token_user(kl_api *a, const char *token, sa_ident *out)
+{
+    char *ns = NULL, *name = NULL, *uid = NULL;
+    if (kl_sa_token_verify(a->token_key, token, (int64_t)time(NULL), &ns, &name, &uid) < 0)
+        return false;
+    const kl_type *sat = kl_type_find("", "v1", "serviceaccounts");
+    kl_obj *o = kl_store_get(a->store, sat, ns, name);
+    json_object *tree = o ? kl_obj_tree(o) : NULL;
+    const char *cur_uid = kobj_uid(tree);
+    bool ok = cur_uid && strcmp(cur_uid, uid) == 0;
+    json_object_put(tree);
+    kl_obj_unref(o);
+    if (ok) {
+        out->u.name = util_asprintf("system:serviceaccount:%s:%s", ns, name);
+        out->groups[0] = (char *)"system:serviceaccounts";
+        out->groups[1] = util_asprintf("system:serviceaccounts:%s", ns);
+        out->groups[2] = (char *)"system:authenticated";
+        out->u.groups = out->groups;
+        out->u.n_groups = 3;
+    }
+    free(ns);
+    free(name);
+    free(uid);
+    return ok;
+}
+
 /* Returns the user, or NULL after filling a 401 response. */
-static const kl_user *authenticate(kl_api *a, const kl_request *req, kl_response *r)
+static const kl_user *authenticate(kl_api *a, const kl_request *req, kl_response *r, sa_ident *sa)
 {
     if (!a->opts.tokens || req->trusted)
         return &admin_user;
@@ -592,6 +636,8 @@ static const kl_user *authenticate(kl_api *a, const kl_request *req, kl_response
     const kl_user *u = NULL;
     if (h && strncmp(h, "Bearer ", 7) == 0)
         u = kl_tokens_lookup(a->opts.tokens, h + 7);
+    if (!u && h && strncmp(h, "Bearer ", 7) == 0 && sa_token_user(a, h + 7, sa))
+        u = &sa->u;
     if (!u) {
         json_object *st = status_new(401, "Unauthorized", NULL, NULL, "Unauthorized");
         set_body(r, 401, st);
@@ -1707,6 +1753,104 @@ static void do_create(kl_api *a, const kl_request *req, const struct route *rt, 
     free(gen);
 }
 
+/*
+ * POST serviceaccounts/<name>/token: a token kube-lite's authentication
+ * then accepts as that service account (until it expires, the account is
+ * deleted, or kube-lite restarts). Answers the TokenRequest with
+ * status.token and status.expirationTimestamp, as kube-apiserver does.
+ */
+static void do_token_request(kl_api *a, const kl_request *req, const struct route *rt,
+                             kl_response *r)
+{
+    static const kl_type token_type = {.group = "authentication.k8s.io",
+                                       .version = "v1",
+                                       .resource = "tokenrequests",
+                                       .kind = "TokenRequest",
+                                       .namespaced = true};
+    json_object *body = parse_body(req, r, &token_type);
+    if (!body)
+        return;
+    const char *kind = kobj_str(body, "kind");
+    json_object *spec = kobj_get(body, "spec");
+    kl_errs *errs = kl_errs_new();
+    if (!kobj_typed(body, json_type_object) || (kind && strcmp(kind, "TokenRequest") != 0) ||
+        (spec && !kobj_typed(spec, json_type_object))) {
+        kl_errs_free(errs);
+        json_object_put(body);
+        fail(r, 400, "BadRequest", NULL, NULL, "the request body must be a TokenRequest");
+        return;
+    }
+    int64_t secs = 3600;
+    int rc = kobj_int64(spec, "expirationSeconds", &secs);
+    if (rc == -EINVAL)
+        kl_errs_add(errs, KL_INVALID, "spec.expirationSeconds",
+                    "Invalid value: must be an integer");
+    else if (secs < 600)
+        kl_errs_add(errs, KL_INVALID, "spec.expirationSeconds",
+                    "Invalid value: %lld: may not specify a duration less than 10 minutes",
+                    (long long)secs);
+    else if (secs > ((int64_t)1 << 32))
+        kl_errs_add(errs, KL_INVALID, "spec.expirationSeconds",
+                    "Invalid value: %lld: may not specify a duration larger than 2^32 seconds",
+                    (long long)secs);
+    json_object *auds = kobj_get(spec, "audiences");
+    if (auds && !kobj_typed(auds, json_type_array))
+        kl_errs_add(errs, KL_INVALID, "spec.audiences", "Invalid value: must be a list");
+    for (size_t i = 0; i < kobj_len(auds); i++)
+        if (!kobj_str_at(auds, i))
+            kl_errs_add(errs, KL_INVALID, "spec.audiences", "Invalid value: must be strings");
+    if (kl_errs_count(errs)) {
+        set_body(r, 422, invalid(&token_type, rt->name, errs));
+        json_object_put(body);
+        return;
+    }
+    kl_errs_free(errs);
+    kl_obj *o = kl_store_get(a->store, rt->t, rt->ns, rt->name);
+    if (!o) {
+        set_body(r, 404, not_found(rt->t, rt->name));
+        json_object_put(body);
+        return;
+    }
+    json_object *sa = kl_obj_tree(o);
+    kl_obj_unref(o);
+    json_object *aud = json_object_new_array();
+    for (size_t i = 0; i < kobj_len(auds); i++)
+        json_object_array_add(aud, json_object_new_string(kobj_str_at(auds, i)));
+    if (!kobj_len(aud))
+        json_object_array_add(
+            aud, json_object_new_string("https://kubernetes.default.svc.cluster.local"));
+    int64_t now = (int64_t)time(NULL);
+    const char *uid = kobj_uid(sa);
+    char *token =
+        kl_sa_token_mint(a->token_key, rt->ns, rt->name, uid ? uid : "", aud, now, now + secs);
+    json_object_put(sa);
+    json_object *ans = json_object_new_object();
+    json_object_object_add(ans, "kind", json_object_new_string("TokenRequest"));
+    json_object_object_add(ans, "apiVersion", json_object_new_string("authentication.k8s.io/v1"));
+    json_object *meta = json_object_new_object();
+    json_object_object_add(meta, "name", json_object_new_string(rt->name));
+    json_object_object_add(meta, "namespace", json_object_new_string(rt->ns));
+    json_object_object_add(meta, "creationTimestamp", NULL);
+    json_object_object_add(ans, "metadata", meta);
+    json_object *nspec = json_object_new_object();
+    json_object_object_add(nspec, "audiences", aud);
+    json_object_object_add(nspec, "expirationSeconds", json_object_new_int64(secs));
+    json_object_object_add(nspec, "boundObjectRef", NULL);
+    json_object_object_add(ans, "spec", nspec);
+    json_object *st = json_object_new_object();
+    json_object_object_add(st, "token", json_object_new_string(token));
+    time_t exp = (time_t)(now + secs);
+    struct tm tm;
+    char ts[32];
+    gmtime_r(&exp, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_object_object_add(st, "expirationTimestamp", json_object_new_string(ts));
+    json_object_object_add(ans, "status", st);
+    free(token);
+    json_object_put(body);
+    set_body(r, 201, ans);
+}
+
 static void do_update(kl_api *a, const kl_request *req, const struct route *rt, kl_response *r)
 {
     json_object *obj = parse_body(req, r, rt->t);
@@ -2050,14 +2194,23 @@ static const char *verb_of(const kl_request *req, const struct route *rt)
     return NULL;
 }
 
+static void handle_as(kl_api *a, const kl_request *req, kl_response *r, const kl_user *u);
+
 void kl_api_handle(kl_api *a, const kl_request *req, kl_response *r)
 {
     memset(r, 0, sizeof(*r));
     r->verb = req->method;
     r->resource = "";
-    const kl_user *u = authenticate(a, req, r);
-    if (!u)
-        return;
+    sa_ident sa;
+    memset(&sa, 0, sizeof(sa));
+    const kl_user *u = authenticate(a, req, r, &sa);
+    if (u)
+        handle_as(a, req, r, u);
+    sa_ident_clear(&sa);
+}
+
+static void handle_as(kl_api *a, const kl_request *req, kl_response *r, const kl_user *u)
+{
     struct route rt;
     if (parse_route(req->path, &rt) != 1) {
         kl_attrs at = {.resource_request = false, .path = req->path};
@@ -2080,8 +2233,14 @@ void kl_api_handle(kl_api *a, const kl_request *req, kl_response *r)
         return;
     }
     r->verb = verb;
-    if (rt.sub[0] && !(strcmp(rt.sub, "status") == 0 && t->has_status)) {
+    bool token_req =
+        strcmp(rt.sub, "token") == 0 && !t->group[0] && strcmp(t->resource, "serviceaccounts") == 0;
+    if (rt.sub[0] && !(strcmp(rt.sub, "status") == 0 && t->has_status) && !token_req) {
         not_found_path(r);
+        return;
+    }
+    if (token_req && strcmp(verb, "create") != 0) {
+        method_not_allowed(r);
         return;
     }
     /* A list or watch narrowed to one name is authorized as that name. */
@@ -2117,7 +2276,9 @@ void kl_api_handle(kl_api *a, const kl_request *req, kl_response *r)
     } else if (strcmp(verb, "get") == 0) {
         do_get(a, req, &rt, r);
     } else if (strcmp(verb, "create") == 0) {
-        if (rt.name[0])
+        if (token_req)
+            do_token_request(a, req, &rt, r);
+        else if (rt.name[0])
             method_not_allowed(r);
         else
             do_create(a, req, &rt, r);
