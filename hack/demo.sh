@@ -75,36 +75,43 @@ ours() {
   local pid exe
   pid=$(pid_of "$1") || return 1
   [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-  exe=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n 1)
+  exe=$({ tr '\0' '\n' <"/proc/$pid/cmdline"; } 2>/dev/null | head -n 1)
   [ "$exe" = "$(cat "$D/run/$1.cmd" 2>/dev/null)" ]
 }
 names() { local f; for f in "$D"/run/*.pid; do [ -e "$f" ] && basename "$f" .pid; done; }
 
-# stop_world: TERM to every process (nodes first, kube-lite last), then KILL
-# what is left after 10 s; prints a line per process that did not exit 0.
-stop_world() {
-  [ -d "$D/run" ] || return 0
-  local n order=() i pid rc
-  for n in $(names); do [ "$n" = kube-lite ] || order+=("$n"); done
-  [ -e "$D/run/kube-lite.pid" ] && order+=(kube-lite)
-  for n in "${order[@]}"; do
-    ours "$n" || continue
-    pid=$(pid_of "$n")
-    kill -TERM "$pid" 2>/dev/null
-    for ((i = 0; i < 100; i++)); do
-      ours "$n" || break
-      sleep 0.1
-    done
+# term_wait NAME...: SIGTERM to all of them at once, then waits up to 10 s
+# for them to exit; what is left gets SIGKILL
+term_wait() {
+  local n i left
+  for n in "$@"; do ours "$n" && kill -TERM "$(pid_of "$n")" 2>/dev/null; done
+  for ((i = 0; i < 100; i++)); do
+    left=0
+    for n in "$@"; do ours "$n" && left=1; done
+    [ "$left" = 0 ] && return 0
+    sleep 0.1
+  done
+  for n in "$@"; do
     if ours "$n"; then
-      kill -KILL "$pid" 2>/dev/null
+      kill -KILL "$(pid_of "$n")" 2>/dev/null
       echo "demo: $n did not exit on SIGTERM within 10 s: killed" >&2
     fi
   done
-  for n in "${order[@]}"; do
-    for ((i = 0; i < 50; i++)); do
+}
+
+# stop_world: the sidecars, drivers and kubelets first, kube-lite last; a
+# line per process that did not exit 0 (also kept in logs/exit-codes)
+stop_world() {
+  [ -d "$D/run" ] || return 0
+  local n others=() i rc
+  for n in $(names); do [ "$n" = kube-lite ] || others+=("$n"); done
+  [ ${#others[@]} -eq 0 ] || term_wait "${others[@]}"
+  [ -e "$D/run/kube-lite.pid" ] && term_wait kube-lite
+  for n in $(names); do
+    # The launcher writes the exit status as soon as the program is gone.
+    for ((i = 0; i < 20; i++)); do
       [ -s "$D/run/$n.rc" ] && break
-      ours "$n" || [ ! -e "$D/run/$n.pid" ] && [ $i -gt 10 ] && break
-      sleep 0.1
+      sleep 0.05
     done
     rc=$(cat "$D/run/$n.rc" 2>/dev/null)
     if [ -n "$rc" ] && [ "$rc" != 0 ]; then
@@ -149,7 +156,69 @@ rbac_only() {
 }
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# free_ports N: N free loopback ports, one per line
+free_ports() {
+  "$PY" -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in socks))' "$1"
+}
+
+# gen_certs DIR: a throwaway CA and a server certificate for 127.0.0.1, as
+# hack/kube-lite/gen-certs.sh makes, with P-256 keys (RSA key generation
+# takes seconds on a busy machine); the CA key is not kept
+gen_certs() {
+  mkdir -p "$1" && (
+    cd "$1" || exit 1
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 \
+      -subj "/CN=demo-kube-lite-ca" -keyout ca.key -out ca.crt 2>/dev/null &&
+      openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=kube-lite" \
+        -keyout server.key -out server.csr 2>/dev/null &&
+      printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >ext.cnf &&
+      openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 \
+        -extfile ext.cnf -out server.crt 2>/dev/null &&
+      rm -f server.csr ext.cnf ca.srl ca.key && chmod 600 server.key
+  )
+}
+
+# kubelet_rbac: what the kubelets may write (kube-apiserver's Node
+# authorizer and system:node role stand here); the demo's own, not part of
+# manifests/
+kubelet_rbac() {
+  cat <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: demo:kubelet
+rules:
+  - apiGroups: [""]
+    resources: ["nodes"]
+    verbs: ["get", "list", "watch", "create", "update", "patch"]
+  - apiGroups: ["storage.k8s.io"]
+    resources: ["csinodes"]
+    verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  - apiGroups: ["storage.k8s.io"]
+    resources: ["csidrivers"]
+    verbs: ["get", "list", "watch"]
+  - apiGroups: [""]
+    resources: ["events"]
+    verbs: ["create", "patch", "update"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: demo:kubelet
+subjects:
+  - kind: Group
+    name: system:nodes
+    apiGroup: rbac.authorization.k8s.io
+roleRef:
+  kind: ClusterRole
+  name: demo:kubelet
+  apiGroup: rbac.authorization.k8s.io
+EOF
+}
 healthy() { curl -sf --max-time 2 "http://127.0.0.1:$1${2:-/healthz}" >/dev/null; }
 api_url() { sed -n 's/^kube-lite: serving on //p' "$D/logs/kube-lite.log" 2>/dev/null | head -n 1; }
 # api_writes: successful create/update/patch/delete requests kube-lite answered
@@ -275,9 +344,9 @@ cmd_up() {
   KL=$(bin kube-lite) || die "no $B/bin/kube-lite: build first (make)"
   DRV=$(bin example-csi-driver) || die "no $B/bin/example-csi-driver"
   PROV=$(bin csi-provisioner) || die "no $B/bin/csi-provisioner"
-  ATT=$(bin csi-attacher) || ATT=""
-  REG=$(bin csi-node-driver-registrar csi-registrar) || REG=""
-  KSIM=$(bin kubelet-sim) || KSIM=""
+  ATT=$(bin csi-attacher) || die "no $B/bin/csi-attacher"
+  REG=$(bin csi-node-driver-registrar csi-registrar) || die "no $B/bin/csi-node-driver-registrar"
+  KSIM=$(bin kubelet-sim) || die "no $B/bin/kubelet-sim"
 
   # A world already running here goes first.
   if [ -d "$D/run" ]; then
@@ -291,18 +360,16 @@ cmd_up() {
 
   # ---- kube-lite: TLS, one token per identity, RBAC ------------------------------------------
   step_begin "kube-lite: HTTPS, tokens, RBAC"
-  "$ROOT/hack/kube-lite/gen-certs.sh" "$D/pki" >/dev/null || die "gen-certs.sh failed"
-  local tok_admin tok_prov tok_att tok_reg
+  gen_certs "$D/pki" || die "cannot make the certificates (openssl)"
+  local tok_admin tok_prov tok_att
   tok_admin=$(openssl rand -hex 16)
   tok_prov=$(openssl rand -hex 16)
   tok_att=$(openssl rand -hex 16)
-  tok_reg=$(openssl rand -hex 16)
   printf '%s\n' "$tok_admin" >"$D/run/admin.token"
   {
     echo "$tok_admin,admin,1,\"system:masters\""
     echo "$tok_prov,system:serviceaccount:$NS:csi-provisioner,2,\"system:serviceaccounts,system:serviceaccounts:$NS\""
     echo "$tok_att,system:serviceaccount:$NS:csi-attacher,3,\"system:serviceaccounts,system:serviceaccounts:$NS\""
-    echo "$tok_reg,system:serviceaccount:$NS:csi-node-driver-registrar,4,\"system:serviceaccounts,system:serviceaccounts:$NS\""
     local i=10 n
     for n in "${NODES[@]}"; do
       echo "$(openssl rand -hex 16),system:node:$n,$i,\"system:nodes\""
@@ -325,83 +392,45 @@ cmd_up() {
   kc_for() { sed "s/token: $tok_admin/token: $2/" "$D/kubeconfig" >"$D/run/$1.kubeconfig"; chmod 600 "$D/run/$1.kubeconfig"; }
   kc_for csi-provisioner "$tok_prov"
   kc_for csi-attacher "$tok_att"
-  kc_for csi-node-driver-registrar "$tok_reg"
   for n in "${NODES[@]}"; do
     kc_for "kubelet-$n" "$(awk -F, -v u="system:node:$n" '$2 == u { print $1 }' "$D/run/tokens.csv")"
   done
   say "  kube-lite serves $(api_url)"
-  # Each sidecar's RBAC, from its manifests folder only.
-  local dir out
+  # Each sidecar's RBAC, from its manifests folder only, the CSIDriver, and
+  # what the kubelets may write: one apply.
+  local dir out n_obj
+  : >"$D/run/cluster.yaml"
   for dir in provisioner attacher registrar; do
-    [ -d "$ROOT/manifests/$dir" ] || continue
     [ -e "$ROOT/manifests/$dir/kustomization.yaml" ] || continue
     out=$(K kustomize "$ROOT/manifests/$dir" | rbac_only) || die "manifests/$dir does not render"
-    if [ -z "$out" ]; then
-      say "  manifests/$dir: no RBAC (none needed)"
-      continue
+    n_obj=$(printf '%s\n' "$out" | grep -c '^kind:')
+    if [ "$n_obj" = 0 ]; then
+      say "  manifests/$dir: no RBAC needed"
+    else
+      say "  manifests/$dir: $n_obj RBAC objects"
+      printf '%s\n' "$out" >>"$D/run/cluster.yaml"
     fi
-    out=$(printf '%s\n' "$out" | K apply -f - 2>&1) || die "RBAC of manifests/$dir does not apply: $out"
-    say "  RBAC of manifests/$dir: $(printf '%s\n' "$out" | wc -l) objects"
   done
-  # What the kubelet may write (kube-apiserver's Node authorizer and
-  # system:node role stand here): the demo's own, not part of manifests/.
-  K apply -f - >/dev/null <<EOF || die "the nodes' RBAC does not apply"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: demo:kubelet
-rules:
-  - apiGroups: [""]
-    resources: ["nodes"]
-    verbs: ["get", "list", "watch", "create", "update", "patch"]
-  - apiGroups: ["storage.k8s.io"]
-    resources: ["csinodes"]
-    verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
-  - apiGroups: ["storage.k8s.io"]
-    resources: ["csidrivers"]
-    verbs: ["get", "list", "watch"]
-  - apiGroups: [""]
-    resources: ["events"]
-    verbs: ["create", "patch", "update"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: demo:kubelet
-subjects:
-  - kind: Group
-    name: system:nodes
-    apiGroup: rbac.authorization.k8s.io
-roleRef:
-  kind: ClusterRole
-  name: demo:kubelet
-  apiGroup: rbac.authorization.k8s.io
-EOF
+  { cat "$ROOT/manifests/deploy/csidriver.yaml"; echo "---"; kubelet_rbac; } >>"$D/run/cluster.yaml"
+  out=$(K apply -f "$D/run/cluster.yaml" 2>&1) || die "RBAC and CSIDriver do not apply: $out"
   step_end "kube-lite, RBAC"
 
   # ---- the driver, the sidecars, the nodes ----------------------------------------------------
   step_begin "CSI driver (controller + node roles), sidecars, kubelet-sim"
-  local attach_required=true
-  [ -n "$ATT" ] || attach_required=false
-  sed "s/attachRequired: true/attachRequired: $attach_required/" "$ROOT/manifests/deploy/csidriver.yaml" |
-    K apply -f - >/dev/null || die "manifests/deploy/csidriver.yaml does not apply"
   mkdir -p "$D/state/controller"
   launch example-csi-driver-controller "$DRV" --drivername "$DRIVER" \
     --endpoint "unix://$D/sock/controller.sock" --state-dir "$D/state/controller" \
     --nodeid controller --known-nodes "$(IFS=,; echo "${NODES[*]}")" --capacity 10Gi
-  local pprov patt
-  pprov=$(free_port)
+  local pprov patt ports
+  mapfile -t ports < <(free_ports $((2 + ${#NODES[@]})))
+  pprov=${ports[0]}
   launch csi-provisioner "$PROV" --csi-address "$D/sock/controller.sock" \
     --kubeconfig "$D/run/csi-provisioner.kubeconfig" --leader-election --leader-election-namespace "$NS" \
     --http-endpoint "127.0.0.1:$pprov" --extra-create-metadata -v=2
-  if [ -n "$ATT" ]; then
-    patt=$(free_port)
-    launch csi-attacher "$ATT" --csi-address "$D/sock/controller.sock" \
-      --kubeconfig "$D/run/csi-attacher.kubeconfig" --leader-election --leader-election-namespace "$NS" \
-      --http-endpoint "127.0.0.1:$patt" -v=2
-  else
-    say "  (csi-attacher is not built yet: the CSIDriver says attachRequired: false)"
-  fi
+  patt=${ports[1]}
+  launch csi-attacher "$ATT" --csi-address "$D/sock/controller.sock" \
+    --kubeconfig "$D/run/csi-attacher.kubeconfig" --leader-election --leader-election-namespace "$NS" \
+    --http-endpoint "127.0.0.1:$patt" -v=2
   local k=1 preg nd
   for n in "${NODES[@]}"; do
     nd="$D/nodes/$n"
@@ -409,50 +438,19 @@ EOF
     launch "example-csi-driver-$n" "$DRV" --drivername "$DRIVER" \
       --endpoint "unix://$nd/plugins/$DRIVER/csi.sock" --state-dir "$D/state/$n" \
       --nodeid "$n" --topology "$ZONE_KEY=zone-$k" --capacity 10Gi
-    if [ -n "$REG" ]; then
-      preg=$(free_port)
-      echo "$preg" >"$D/run/csi-node-driver-registrar-$n.port"
-      launch "csi-node-driver-registrar-$n" "$REG" --csi-address "$nd/plugins/$DRIVER/csi.sock" \
-        --kubelet-registration-path "$nd/plugins/$DRIVER/csi.sock" \
-        --plugin-registration-path "$nd/plugins_registry" --http-endpoint "127.0.0.1:$preg" -v=2
-    fi
-    if [ -n "$KSIM" ]; then
-      launch "kubelet-sim-$n" "$KSIM" --kubeconfig "$D/run/kubelet-$n.kubeconfig" --node-name "$n" \
-        --plugins-registry-dir "$nd/plugins_registry" --register-node -v=2
-    fi
+    preg=${ports[$((k + 1))]}
+    echo "$preg" >"$D/run/csi-node-driver-registrar-$n.port"
+    launch "csi-node-driver-registrar-$n" "$REG" --csi-address "$nd/plugins/$DRIVER/csi.sock" \
+      --kubelet-registration-path "$nd/plugins/$DRIVER/csi.sock" \
+      --plugin-registration-path "$nd/plugins_registry" --http-endpoint "127.0.0.1:$preg" -v=2
+    launch "kubelet-sim-$n" "$KSIM" --kubeconfig "$D/run/kubelet-$n.kubeconfig" --node-name "$n" \
+      --plugins-registry-dir "$nd/plugins_registry" --register-node -v=2
     k=$((k + 1))
   done
-  if [ -z "$REG" ] || [ -z "$KSIM" ]; then
-    # Until the registrar and kubelet-sim are built: the Node and CSINode
-    # objects they would write, written here.
-    say "  (registrar or kubelet-sim not built yet: Node and CSINode written with kubectl)"
-    k=1
-    for n in "${NODES[@]}"; do
-      K apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Node
-metadata:
-  name: $n
-  labels: {"$ZONE_KEY": "zone-$k", "kubernetes.io/hostname": "$n"}
-  annotations: {"csi.volume.kubernetes.io/nodeid": "{\"$DRIVER\":\"$n\"}"}
----
-apiVersion: storage.k8s.io/v1
-kind: CSINode
-metadata:
-  name: $n
-spec:
-  drivers:
-  - name: $DRIVER
-    nodeID: $n
-    topologyKeys: ["$ZONE_KEY"]
-EOF
-      k=$((k + 1))
-    done
-  fi
-  wait_until 30 "csi-provisioner is healthy (:$pprov/healthz)" healthy "$pprov"
-  [ -z "$ATT" ] || wait_until 30 "csi-attacher is healthy (:$patt/healthz)" healthy "$patt"
+  wait_until 30 "csi-provisioner is healthy (:$pprov/healthz/leader-election)" healthy "$pprov" /healthz/leader-election
+  wait_until 30 "csi-attacher is healthy (:$patt/healthz/leader-election)" healthy "$patt" /healthz/leader-election
   for n in "${NODES[@]}"; do
-    [ -n "$REG" ] && wait_until 30 "registrar on $n is healthy" healthy "$(cat "$D/run/csi-node-driver-registrar-$n.port")"
+    wait_until 30 "registrar on $n is healthy" healthy "$(cat "$D/run/csi-node-driver-registrar-$n.port")"
   done
   step_end "processes started"
 
@@ -468,7 +466,7 @@ EOF
   step_end "nodes registered"
 
   # ---- the scenario ----------------------------------------------------------------------------
-  step_begin "StorageClass (WaitForFirstConsumer, topology) and a claim"
+  step_begin "default StorageClass (WaitForFirstConsumer, topology) and a claim without a class"
   K apply -f "$ROOT/manifests/deploy/example/storageclass.yaml" >/dev/null || die "the example StorageClass does not apply"
   K apply -f - >/dev/null <<EOF || die "the claim does not apply"
 apiVersion: v1
@@ -478,12 +476,13 @@ metadata:
   namespace: $NS
 spec:
   accessModes: [ReadWriteOnce]
-  storageClassName: example-hostpath
   resources:
     requests:
       storage: 1Gi
 EOF
   wait_until 10 "pvc/demo-claim is Pending (waiting for its first consumer)" phase_is PersistentVolumeClaim demo-claim Pending
+  check "pvc/demo-claim got the default class example-hostpath" \
+    [ "$(q "$(obj PersistentVolumeClaim demo-claim) | .spec.storageClassName // \"\"")" = example-hostpath ]
   check "no volume is provisioned before a pod uses the claim" no_create
   step_end "class + claim"
 
@@ -513,12 +512,10 @@ EOF
   check "the driver created the volume in zone-2" drv_zone zone-2
   step_end "provisioned"
 
-  if [ -n "$ATT" ]; then
-    step_begin "the volume is attached to $POD_NODE"
-    wait_until 30 "a VolumeAttachment for $PV on $POD_NODE is attached" va_attached "$PV"
-    check "the driver holds the publication on $POD_NODE" drv_published "$POD_NODE"
-    step_end "attached"
-  fi
+  step_begin "the volume is attached to $POD_NODE"
+  wait_until 30 "a VolumeAttachment for $PV on $POD_NODE is attached" va_attached "$PV"
+  check "the driver holds the publication on $POD_NODE" drv_published "$POD_NODE"
+  step_end "attached"
 
   step_begin "pod deleted → detach"
   K delete pod demo-pod -n "$NS" --wait=false >/dev/null

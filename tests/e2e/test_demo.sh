@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# `make demo` end to end: hack/demo.sh runs non-interactively (plain output)
+# in a scratch DEMO_DIR, so it never touches a demo a user runs in
+# build/demo; every step of its scenario is asserted, the world it leaves is
+# used with kubectl, a second run replaces the first, and `hack/demo.sh down`
+# leaves no process and no socket. Also: every manifests/ folder renders with
+# kustomize and the rendering applies to kube-lite, and the README's flag
+# tables are current (hack/gen-flags-doc.sh --check).
+#
+#   tests/e2e/test_demo.sh <build-dir>
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=${1:-${CSI_BUILD_DIR:-build}}
+[ -d "$B" ] || B="$ROOT/$B"
+B=$(cd "$B" && pwd)
+# Short: the world's unix sockets live below it (108-byte limit).
+WORK=$(mktemp -d /tmp/demo-test.XXXXXX)
+WORLD="$WORK/world"
+# shellcheck source=tests/e2e/lib.sh
+. "$ROOT/tests/e2e/lib.sh"
+
+demo() { DEMO_DIR="$WORLD" DEMO_BUILD_DIR="$B" "$ROOT/hack/demo.sh" "$@"; }
+teardown() {
+  demo down >/dev/null 2>&1
+  stop_all
+  rm -rf "$WORK"
+}
+trap teardown EXIT
+
+for tool in kubectl jq openssl curl setsid; do
+  command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; finish; }
+done
+
+# The demo's processes, from its pid files: "name pid" per line.
+world_pids() {
+  local f
+  for f in "$WORLD"/run/*.pid; do [ -e "$f" ] && echo "$(basename "$f" .pid) $(cat "$f")"; done
+}
+# sanitizer_reports: the demo's logs holding one are shown (a report in the
+# suite's output fails it in tests/run.sh)
+sanitizer_reports() {
+  local f
+  for f in "$WORLD"/logs/*.log; do
+    [ -e "$f" ] || continue
+    if grep -Eq 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$f"; then
+      echo "---- $f"
+      cat "$f"
+    fi
+  done
+}
+
+# ---- the scenario, as a user runs it --------------------------------------------------------
+
+# assert_run OUTPUT-FILE RC LABEL: every step of one demo run
+assert_run() {
+  local out=$1 rc=$2 label=$3 text
+  text=$(cat "$out")
+  check "$label: hack/demo.sh exits 0" 0 "$rc"
+  check "$label: no check failed" "" "$(grep '✗' "$out")"
+  check "$label: plain output (no terminal control characters)" "" "$(grep -l $'\r\|\033' "$out")"
+  local want=(
+    "kube-lite serves https://127.0.0.1:"
+    "manifests/provisioner: 5 RBAC objects"
+    "manifests/attacher: 5 RBAC objects"
+    "manifests/registrar: no RBAC needed"
+    "✓ csi-provisioner is healthy"
+    "✓ csi-attacher is healthy"
+    "✓ registrar on node-1 is healthy"
+    "✓ pvc/demo-claim got the default class example-hostpath"
+    "✓ a VolumeAttachment for"
+    "✓ the driver holds the publication on node-2"
+    "✓ csinode/node-1 lists hostpath.csi.example.com with nodeID node-1"
+    "✓ csinode/node-2 lists hostpath.csi.example.com with nodeID node-2"
+    "✓ node/node-1 has the csi.volume.kubernetes.io/nodeid annotation"
+    "✓ node/node-2 has label topology.example.com/zone=zone-2"
+    "✓ pvc/demo-claim is Pending (waiting for its first consumer)"
+    "✓ no volume is provisioned before a pod uses the claim"
+    "✓ pvc/demo-claim is Bound"
+    "is in node-2's zone"
+    "✓ the driver created the volume in zone-2"
+    "✓ the VolumeAttachment is gone"
+    "✓ the driver holds no publication"
+    "✓ pvc/demo-claim is gone"
+    "✓ the driver deleted the volume"
+    "every step passed"
+    "export KUBECONFIG=$WORLD/kubeconfig"
+    "kubectl get pv,pvc,volumeattachments,csinodes"
+    "logs: $WORLD/logs/"
+  )
+  local w
+  for w in "${want[@]}"; do contains "$label: $w" "$w" "$text"; done
+  # The summary table: one row per step with its time, API writes and calls.
+  contains "$label: summary names CreateVolume" "CreateVolume 1" "$text"
+  contains "$label: summary names ControllerUnpublishVolume" "ControllerUnpublishVolume 1" "$text"
+  contains "$label: summary names DeleteVolume" "DeleteVolume 1" "$text"
+  check "$label: summary saved in the logs folder" 0 "$(cmp -s <(sed -n '/^  step  /,$p' "$out") \
+    <(sed -n '/^  step  /,$p' "$WORLD/logs/summary.txt"); echo $?)"
+}
+
+demo up --no-build --plain >"$WORK/run1.out" 2>&1
+rc=$?
+assert_run "$WORK/run1.out" "$rc" "first run"
+[ "$rc" -eq 0 ] || cat "$WORK/run1.out"
+
+# The world kubectl sees afterwards.
+KW() { kubectl --kubeconfig "$WORLD/kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
+check "the world keeps running: the default StorageClass" "true" \
+  "$(KW get storageclass example-hostpath -o jsonpath='{.metadata.annotations.storageclass\.kubernetes\.io/is-default-class}' 2>&1)"
+check "the world keeps running: both nodes' CSINodes" "csinode.storage.k8s.io/node-1 csinode.storage.k8s.io/node-2" \
+  "$(KW get csinodes -o name 2>&1 | sort | tr '\n' ' ' | sed 's/ $//')"
+check "the scenario left no volume behind" "" "$(KW get pv,pvc,volumeattachments -A -o name 2>&1)"
+# Each sidecar runs with its own token and only its manifests' RBAC.
+contains "the provisioner's token may not read secrets in kube-system" "Forbidden" \
+  "$(kubectl --kubeconfig "$WORLD/run/csi-provisioner.kubeconfig" --cache-dir "$WORK/cache" get secrets -n kube-system 2>&1)"
+check "no sidecar was refused by RBAC" "" \
+  "$(grep -il 'forbidden' "$WORLD"/logs/csi-*.log 2>/dev/null)"
+first=$(world_pids)
+
+# A second run replaces the first world.
+demo up --no-build --plain >"$WORK/run2.out" 2>&1
+rc=$?
+assert_run "$WORK/run2.out" "$rc" "second run"
+contains "second run: stops the first world" "stopping the previous world" "$(cat "$WORK/run2.out")"
+left=""
+while read -r n p; do
+  [ -n "$p" ] && kill -0 "$p" 2>/dev/null && [ "$(world_pids | awk -v n="$n" '$1 == n { print $2 }')" != "$p" ] && left+="$n "
+done <<<"$first"
+check "second run: none of the first world's processes is left" "" "$left"
+check "second run: the first world's processes exited 0" "" "$(cat "$WORK/world/logs/exit-codes" 2>/dev/null)"
+
+# ---- down -------------------------------------------------------------------------------------
+last=$(world_pids)
+out=$(demo down 2>&1)
+check "down: quiet, every process exited 0" "" "$out"
+left=""
+while read -r n p; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && left+="$n "; done <<<"$last"
+check "down: no process of the demo is left" "" "$left"
+check "down: no socket is left" "" "$(find "$WORK" -type s 2>/dev/null)"
+check "down: only the logs are kept" "logs" "$(ls "$WORLD" 2>&1)"
+check "down: a second down is harmless" "" "$(demo down 2>&1)"
+reports=$(sanitizer_reports)
+check "no sanitizer report in the demo's logs" "" "$reports"
+[ -z "$reports" ] || printf '%s\n' "$reports" | head -n 80
+
+# ---- manifests: every kustomize rendering applies to kube-lite --------------------------------
+
+start kube-lite "$B/bin/kube-lite" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubeconfig" --controllers ""
+wait_for 20 grep -q 'serving on' "$WORK/kube-lite.log"
+K() { kubectl --kubeconfig "$WORK/admin.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
+apps_served=0
+[ -n "$(K api-resources --api-group=apps -o name 2>/dev/null)" ] && apps_served=1
+# split_apps IN APPS OTHER: the documents of apps/v1 kinds and the rest
+split_apps() {
+  awk -v apps="$2" -v other="$3" '
+    function flush() { if (doc != "") printf "%s---\n", doc > (isapps ? apps : other); doc = ""; isapps = 0 }
+    /^---$/ { flush(); next }
+    /^apiVersion: apps\/v1$/ { isapps = 1 }
+    { doc = doc $0 "\n" }
+    END { flush() }' "$1"
+  touch "$2" "$3"
+}
+while read -r dir; do
+  rel=${dir#"$ROOT"/}
+  if ! K kustomize "$dir" >"$WORK/render.yaml" 2>"$WORK/render.err"; then
+    bad "$rel renders with kustomize" "$(cat "$WORK/render.err")"
+    continue
+  fi
+  ok "$rel renders with kustomize ($(grep -c '^kind:' "$WORK/render.yaml") objects)"
+  if [ "$apps_served" = 1 ]; then
+    out=$(K apply -f "$WORK/render.yaml" 2>&1)
+    rc=$?
+    check "$rel applies to kube-lite" 0 "$rc"
+  else
+    # Until kube-lite stores apps/v1: those kinds are checked client-side.
+    rm -f "$WORK/apps.yaml" "$WORK/other.yaml"
+    split_apps "$WORK/render.yaml" "$WORK/apps.yaml" "$WORK/other.yaml"
+    out=""
+    rc=0
+    if [ -s "$WORK/other.yaml" ]; then out=$(K apply -f "$WORK/other.yaml" 2>&1) || rc=1; fi
+    if [ -s "$WORK/apps.yaml" ]; then out+=$(K apply --dry-run=client -f "$WORK/apps.yaml" 2>&1) || rc=1; fi
+    check "$rel applies to kube-lite (apps/v1 kinds client-side)" 0 "$rc"
+  fi
+  [ "$rc" = 0 ] || printf '%s\n' "$out" | head -n 10
+  # Folders are alternatives (they share names): each starts from nothing.
+  K delete -f "$WORK/render.yaml" --ignore-not-found --wait=false >/dev/null 2>&1
+done < <(find "$ROOT/manifests" -name kustomization.yaml -printf '%h\n' | sort)
+stop kube-lite
+check "kube-lite exits 0" 0 "${RC[kube-lite]}"
+
+# ---- README flag tables -----------------------------------------------------------------------
+if [ -x "$ROOT/hack/gen-flags-doc.sh" ]; then
+  out=$("$ROOT/hack/gen-flags-doc.sh" --check "$B" 2>&1)
+  check "README's flag tables match --help (hack/gen-flags-doc.sh --check)" 0 "$?"
+  [ -z "$out" ] || printf '%s\n' "$out" | head -n 20
+fi
+
+finish
