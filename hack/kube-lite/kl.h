@@ -104,9 +104,11 @@ void kl_table_add_row(json_object *table, const kl_type *t, const json_object *o
  * for the kinds kubectl's generator commands send (Namespace, Secret,
  * ConfigMap, ServiceAccount, Role, ClusterRole, RoleBinding,
  * ClusterRoleBinding, TokenRequest). -EINVAL for malformed bytes, -ENOTSUP
- * for another kind; util_err_last() says why.
+ * for another kind; util_err_last() says why. An envelope without apiVersion
+ * and kind is read as `dflt_api_version` / `dflt_kind` (may be NULL).
  */
-int kl_proto_decode(const void *body, size_t len, json_object **out);
+int kl_proto_decode(const void *body, size_t len, const char *dflt_api_version,
+                    const char *dflt_kind, json_object **out);
 
 /* ---- errs: field errors for 422 Invalid ------------------------------------ */
 

@@ -414,7 +414,8 @@ static char *dup_len(const uint8_t *p, size_t len)
     return s;
 }
 
-int kl_proto_decode(const void *body, size_t len, json_object **out)
+int kl_proto_decode(const void *body, size_t len, const char *dflt_api_version,
+                    const char *dflt_kind, json_object **out)
 {
     static const uint8_t magic[4] = {'k', '8', 's', 0};
     *out = NULL;
@@ -455,6 +456,15 @@ int kl_proto_decode(const void *body, size_t len, json_object **out)
             rc = util_err_set(-EINVAL, "content encoding %.*s is not supported", (int)v.len,
                               (const char *)v.data);
         }
+    }
+    /* An envelope without a type is read as the type the URL names, as
+     * kube-apiserver decodes into the endpoint's kind. */
+    if (rc == 0 && (!api_version || !*api_version) && (!kind || !*kind) && dflt_api_version &&
+        dflt_kind) {
+        free(api_version);
+        free(kind);
+        api_version = util_strdup(dflt_api_version);
+        kind = util_strdup(dflt_kind);
     }
     const pb_msg *m = NULL;
     for (size_t i = 0; rc == 0 && i < sizeof(kinds) / sizeof(kinds[0]); i++)

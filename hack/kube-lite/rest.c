@@ -1574,7 +1574,10 @@ static json_object *parse_body(const kl_request *req, kl_response *r, const kl_t
     if (req->content_type &&
         util_has_prefix(req->content_type, "application/vnd.kubernetes.protobuf")) {
         json_object *obj = NULL;
-        int rc = kl_proto_decode(req->body, req->body_len, &obj);
+        char *apiv =
+            t ? util_asprintf("%s%s%s", t->group, t->group[0] ? "/" : "", t->version) : NULL;
+        int rc = kl_proto_decode(req->body, req->body_len, apiv, t ? t->kind : NULL, &obj);
+        free(apiv);
         if (rc == -ENOTSUP) {
             fail(r, 415, "UnsupportedMediaType", NULL, NULL,
                  "the body of the request was in an unknown format - accepted media types "
