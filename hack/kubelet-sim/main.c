@@ -58,10 +58,20 @@ typedef struct plugin {
     char *path;
     dev_t dev;
     ino_t ino;
+    unsigned gen; /* the socket's creation event this registration answers */
     char *driver;
     long version[MAX_VERSION_PARTS];
     struct plugin *next;
 } plugin;
+
+/* The latest creation event per path: a socket unlinked and created again
+ * may get the same inode number back (tmpfs does), so as the kubelet (which
+ * keys on the event's timestamp) a new creation means a new registration. */
+typedef struct created {
+    char *path;
+    unsigned gen;
+    struct created *next;
+} created;
 
 typedef struct sim {
     kube_client *kube;
@@ -70,6 +80,8 @@ typedef struct sim {
     wq *q;
     pthread_mutex_t mu;
     plugin *plugins; /* registered ones */
+    created *created;
+    unsigned next_gen;
 } sim;
 
 /* ---- versions ---------------------------------------------------------------------- */
@@ -172,6 +184,30 @@ static plugin *take(sim *s, const char *path)
     return p;
 }
 
+/* Records a creation event for `path` (under s->mu). */
+static void bump(sim *s, const char *path)
+{
+    created *c = s->created;
+    while (c && strcmp(c->path, path) != 0)
+        c = c->next;
+    if (!c) {
+        c = util_calloc(1, sizeof(*c));
+        c->path = util_strdup(path);
+        c->next = s->created;
+        s->created = c;
+    }
+    c->gen = ++s->next_gen;
+}
+
+/* The latest creation event of `path`, 0 when none (under s->mu). */
+static unsigned gen_of(sim *s, const char *path)
+{
+    for (created *c = s->created; c; c = c->next)
+        if (strcmp(c->path, path) == 0)
+            return c->gen;
+    return 0;
+}
+
 /* C.10: a socket gone (or replaced) takes its driver off the node. */
 static void deregister(sim *s, plugin *p)
 {
@@ -255,7 +291,7 @@ static int validate(sim *s, const char *path, const Pluginregistration__PluginIn
     return r;
 }
 
-static int register_socket(sim *s, const char *path, const struct stat *sst)
+static int register_socket(sim *s, const char *path, const struct stat *sst, unsigned gen)
 {
     csi_conn_opts co = {.connect_timeout = DIAL_TIMEOUT};
     csi_conn *c = NULL;
@@ -299,6 +335,7 @@ static int register_socket(sim *s, const char *path, const struct stat *sst)
         p->path = util_strdup(path);
         p->dev = sst->st_dev;
         p->ino = sst->st_ino;
+        p->gen = gen;
         p->driver = util_strdup(info->name);
         memcpy(p->version, version, sizeof(version));
         pthread_mutex_lock(&s->mu);
@@ -320,7 +357,8 @@ static int sync_path(sim *s, const char *path)
     bool is_sock = lstat(path, &st) == 0 && S_ISSOCK(st.st_mode);
     pthread_mutex_lock(&s->mu);
     plugin *p = find_path(s, path);
-    bool same = p && is_sock && p->dev == st.st_dev && p->ino == st.st_ino;
+    unsigned gen = gen_of(s, path);
+    bool same = p && is_sock && p->dev == st.st_dev && p->ino == st.st_ino && p->gen == gen;
     pthread_mutex_unlock(&s->mu);
     if (same)
         return 0;
@@ -328,7 +366,7 @@ static int sync_path(sim *s, const char *path)
         deregister(s, take(s, path)); /* gone, or a new socket in its place */
     if (!is_sock)
         return 0;
-    return register_socket(s, path, &st);
+    return register_socket(s, path, &st, gen);
 }
 
 static void *worker_main(void *arg)
@@ -351,11 +389,17 @@ static void *worker_main(void *arg)
 
 /* ---- the directory --------------------------------------------------------------------- */
 
-static void queue_name(sim *s, const char *name)
+/* `create`: a creation event (or the scan at start) rather than a removal. */
+static void queue_name(sim *s, const char *name, bool create)
 {
     if (name[0] == '.')
         return; /* the kubelet ignores hidden files */
     char *path = util_asprintf("%s/%s", s->dir, name);
+    if (create) {
+        pthread_mutex_lock(&s->mu);
+        bump(s, path);
+        pthread_mutex_unlock(&s->mu);
+    }
     wq_add(s->q, path);
     free(path);
 }
@@ -366,7 +410,7 @@ static int scan(sim *s)
     if (!d)
         return util_err_set(-errno, "cannot read %s: %m", s->dir);
     for (struct dirent *e; (e = readdir(d));)
-        queue_name(s, e->d_name);
+        queue_name(s, e->d_name, true);
     closedir(d);
     return 0;
 }
@@ -378,7 +422,7 @@ static void read_events(sim *s, int fd)
     for (ssize_t off = 0; n > 0 && off < n;) {
         const struct inotify_event *ev = (const struct inotify_event *)(buf + off);
         if (ev->len > 0)
-            queue_name(s, ev->name);
+            queue_name(s, ev->name, (ev->mask & (IN_CREATE | IN_MOVED_TO)) != 0);
         if (ev->mask & IN_Q_OVERFLOW)
             scan(s);
         off += (ssize_t)(sizeof(*ev) + ev->len);
@@ -522,6 +566,12 @@ int main(int argc, char **argv)
         plugin *p = s.plugins;
         s.plugins = p->next;
         plugin_free(p);
+    }
+    while (s.created) {
+        created *c = s.created;
+        s.created = c->next;
+        free(c->path);
+        free(c);
     }
     close(sfd);
     close(ifd);

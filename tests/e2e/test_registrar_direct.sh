@@ -29,7 +29,7 @@ ANN='csi\.volume\.kubernetes\.io/nodeid'
 
 trap cleanup EXIT
 
-for tool in kubectl python3 openssl curl; do
+for tool in kubectl jq openssl curl; do
   command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; finish; }
 done
 
@@ -95,15 +95,16 @@ api() {
 }
 node_json() { api "/api/v1/nodes/$NODE"; }
 csinode_json() { api "/apis/storage.k8s.io/v1/csinodes/$NODE"; }
-label() { node_json | pyj "o['metadata'].get('labels', {}).get('$1', '')"; }
-nodeid() { node_json | pyj "o['metadata'].get('annotations', {}).get('csi.volume.kubernetes.io/nodeid', '')"; }
+# jq, not python: its start-up is what a busy machine makes slow
+label() { node_json | jq -r --arg k "$1" '.metadata.labels[$k] // ""'; }
+nodeid() { node_json | jq -r '.metadata.annotations["csi.volume.kubernetes.io/nodeid"] // ""'; }
 EXPECT_LAST="$WORK/last"
 nodeid_is() { nodeid >"$WORK/last"; [ "$(cat "$WORK/last")" = "$1" ]; }
-entries() { csinode_json | pyj "sorted(d['name'] + '=' + d['nodeID'] for d in o['spec'].get('drivers') or [])"; }
+entries() { csinode_json | jq -c '[(.spec.drivers // [])[] | .name + "=" + .nodeID] | sort'; }
 entries_are() { entries >"$WORK/last"; [ "$(cat "$WORK/last")" = "$1" ]; }
 events() {
   api "/api/v1/namespaces/$NS/events?fieldSelector=involvedObject.name%3D$1" |
-    pyj "'\\n'.join(e.get('reason', '') + '\\t' + e.get('message', '') for e in o['items'])"
+    jq -r '.items[] | (.reason // "") + "\t" + (.message // "")'
 }
 health_port() { sed -n 's/.*Serving \/healthz on .*(port \([0-9]*\)).*/\1/p' "$WORK/$1.log" | tail -n 1; }
 healthz() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$(health_port "$1")/healthz"; }
@@ -114,14 +115,14 @@ BOTH="{\"$A\":\"$NODE-da\",\"$BD\":\"$NODE-db\"}"
 reg ra da --cleanup-on-exit
 reg rb db
 expect "both drivers' node ids are in the annotation" 30 nodeid_is "$BOTH"
-expect "both drivers have their CSINode entry" 30 entries_are "[\"$A=$NODE-da\", \"$BD=$NODE-db\"]"
+expect "both drivers have their CSINode entry" 30 entries_are "[\"$A=$NODE-da\",\"$BD=$NODE-db\"]"
 check "the shared topology label is set once" z1 "$(label topology.example.com/zone)"
-check "allocatable.count from max_volumes_per_node, none when 0" '[{"count": 5}, null]' \
-  "$(csinode_json | pyj "[d.get('allocatable') for d in sorted(o['spec']['drivers'], key=lambda d: d['name'])]")"
-check "topologyKeys of each entry" '[["topology.example.com/zone"], ["topology.example.com/zone"]]' \
-  "$(csinode_json | pyj "[d.get('topologyKeys') for d in sorted(o['spec']['drivers'], key=lambda d: d['name'])]")"
-check "the CSINode the registrars created is owned by the Node" "$(node_json | pyj "['Node', '$NODE', o['metadata']['uid']]")" \
-  "$(csinode_json | pyj "[(r['kind'], r['name'], r['uid']) for r in o['metadata']['ownerReferences']][0]")"
+check "allocatable.count from max_volumes_per_node, none when 0" '[{"count":5},null]' \
+  "$(csinode_json | jq -c '[.spec.drivers | sort_by(.name)[] | .allocatable]')"
+check "topologyKeys of each entry" '[["topology.example.com/zone"],["topology.example.com/zone"]]' \
+  "$(csinode_json | jq -c '[.spec.drivers | sort_by(.name)[] | .topologyKeys]')"
+check "the CSINode the registrars created is owned by the Node" "$(node_json | jq -c '["Node", .metadata.name, .metadata.uid]')" \
+  "$(csinode_json | jq -c '.metadata.ownerReferences[0] | [.kind, .name, .uid]')"
 expect "/healthz is 200 in direct mode" 10 test "$(healthz rb)" = 200
 
 # ---- a topology label collision ---------------------------------------------------------------------------
@@ -140,11 +141,11 @@ check "it stops cleanly" 0 "${RC[rc]}"
 
 K annotate --overwrite node "$NODE" "csi.volume.kubernetes.io/nodeid={\"$A\":\"$NODE-da\"}" >/dev/null
 expect "an annotation entry removed by hand comes back" 30 nodeid_is "$BOTH"
-i=$(csinode_json | pyj "[d['name'] for d in o['spec']['drivers']].index('$BD')")
+i=$(csinode_json | jq --arg d "$BD" '[.spec.drivers[].name] | index($d)')
 K patch csinode "$NODE" --type=json -p "[{\"op\":\"remove\",\"path\":\"/spec/drivers/$i\"}]" >/dev/null
-expect "a CSINode entry removed by hand comes back" 30 entries_are "[\"$A=$NODE-da\", \"$BD=$NODE-db\"]"
+expect "a CSINode entry removed by hand comes back" 30 entries_are "[\"$A=$NODE-da\",\"$BD=$NODE-db\"]"
 K delete csinode "$NODE" >/dev/null
-expect "a CSINode deleted by hand is re-created with both entries" 30 entries_are "[\"$A=$NODE-da\", \"$BD=$NODE-db\"]"
+expect "a CSINode deleted by hand is re-created with both entries" 30 entries_are "[\"$A=$NODE-da\",\"$BD=$NODE-db\"]"
 K label node "$NODE" topology.example.com/zone- >/dev/null
 expect "a topology label removed by hand comes back" 30 test "$(label topology.example.com/zone)" = z1
 
