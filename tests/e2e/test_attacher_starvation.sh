@@ -10,7 +10,8 @@
 #  1. 500 VolumeAttachments are created and attached (no injected delay).
 #  2. Every ControllerPublish and ControllerUnpublish now takes DELAY_MS
 #     (20 ms): the 500 are deleted in one deletecollection request, a
-#     backlog of ~500 x 20 ms / 2 workers plus the API writes. Once the first detaches have
+#     backlog of ~500 x 20 ms / 2 workers plus the API writes. Once the
+#     first detaches have
 #     reached the driver (and the attacher's metrics show the detach
 #     queue's depth and its oldest item's wait), 10 new VolumeAttachments
 #     are created.
