@@ -481,6 +481,26 @@ static void publish_locked(drv *d, drv_model *m, const Csi__V1__ControllerPublis
     reply_published(reply, v);
 }
 
+/*
+ * --publish-secret key=value: a ControllerPublish/Unpublish that carries
+ * secrets must carry this one, so a test can tell that a sidecar passed the
+ * Secret's data (and not merely a map) without the driver keeping any of
+ * it. Both requests' SecretsEntry types share one layout.
+ */
+static bool secrets_ok(const drv *d, size_t n,
+                       Csi__V1__ControllerPublishVolumeRequest__SecretsEntry *const *e)
+{
+    const char *want = d->cfg->publish_secret;
+    if (!want || !*want || n == 0)
+        return true;
+    const char *eq = strchr(want, '=');
+    size_t klen = eq ? (size_t)(eq - want) : strlen(want);
+    for (size_t i = 0; i < n; i++)
+        if (e[i] && e[i]->key && strlen(e[i]->key) == klen && strncmp(e[i]->key, want, klen) == 0)
+            return e[i]->value && strcmp(e[i]->value, eq ? eq + 1 : "") == 0;
+    return false;
+}
+
 void drv_controller_publish(drv *d, const ProtobufCMessage *msg, csi_reply *reply)
 {
     const Csi__V1__ControllerPublishVolumeRequest *req = (const void *)msg;
@@ -501,6 +521,10 @@ void drv_controller_publish(drv *d, const ProtobufCMessage *msg, csi_reply *repl
     if (req->readonly && !DRV_CTRL_CAP(d, PUBLISH_READONLY)) {
         csi_reply_error(reply, CSI_INVALID_ARGUMENT,
                         "readonly is set but PUBLISH_READONLY is not advertised");
+        return;
+    }
+    if (!secrets_ok(d, req->n_secrets, req->secrets)) {
+        csi_reply_error(reply, CSI_UNAUTHENTICATED, "the secrets do not match --publish-secret");
         return;
     }
     drv_cap cap;
@@ -564,6 +588,11 @@ void drv_controller_unpublish(drv *d, const ProtobufCMessage *msg, csi_reply *re
     const Csi__V1__ControllerUnpublishVolumeRequest *req = (const void *)msg;
     if (!req->volume_id || !*req->volume_id) {
         csi_reply_error(reply, CSI_INVALID_ARGUMENT, "volume_id is required");
+        return;
+    }
+    if (!secrets_ok(d, req->n_secrets,
+                    (Csi__V1__ControllerPublishVolumeRequest__SecretsEntry *const *)req->secrets)) {
+        csi_reply_error(reply, CSI_UNAUTHENTICATED, "the secrets do not match --publish-secret");
         return;
     }
     drv_model *m = drv_store_lock(d->store);

@@ -249,6 +249,7 @@ typedef struct drv_config {
     uint64_t node_caps;       /* bit per NodeServiceCapability.RPC.Type */
     bool sync;
     bool unpublish_missing_ok;
+    const char *publish_secret; /* "key=value" or NULL */
 } drv_config;
 
 typedef struct drv {

@@ -239,6 +239,9 @@ int main(int argc, char **argv)
                     "ControllerUnpublishVolume of an unknown volume or node answers OK, as CSI "
                     "v1.12 says a plugin SHOULD; false answers NOT_FOUND (the spec's error "
                     "table)");
+    util_flags_string(f, "publish-secret", &cfg.publish_secret,
+                      "key=value: ControllerPublish/Unpublish calls that carry secrets must "
+                      "carry this one (UNAUTHENTICATED otherwise)");
     obs_log_add_flags(f);
     int first = util_flags_parse_or_exit(f, argc, argv);
 

@@ -4,6 +4,7 @@
  *   csi_call <endpoint> create-snapshot <source-volume-id> <name>
  *       prints "<snapshot-id> <size-bytes>" on success
  *   csi_call <endpoint> delete-snapshot <snapshot-id>
+ *   csi_call <endpoint> controller-unpublish <volume-id> <node-id>
  *
  * The endpoint is a socket path or unix://... Exit status: 0 on success,
  * 1 when the call failed (the gRPC code and message on stderr), 2 for bad
@@ -19,7 +20,8 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: csi_call <endpoint> create-snapshot <source-volume-id> <name>\n"
-                    "       csi_call <endpoint> delete-snapshot <snapshot-id>\n");
+                    "       csi_call <endpoint> delete-snapshot <snapshot-id>\n"
+                    "       csi_call <endpoint> controller-unpublish <volume-id> <node-id>\n");
     return 2;
 }
 
@@ -60,6 +62,19 @@ static int delete_snapshot(csi_conn *c, const char *id)
     return 0;
 }
 
+/* An unpublish behind the attacher's back (its reconcile tests). */
+static int controller_unpublish(csi_conn *c, const char *volume, const char *node)
+{
+    Csi__V1__ControllerUnpublishVolumeRequest req =
+        CSI__V1__CONTROLLER_UNPUBLISH_VOLUME_REQUEST__INIT;
+    req.volume_id = (char *)volume;
+    req.node_id = (char *)node;
+    csi_status st = {0};
+    if (csi_controller_unpublish_volume(c, &req, CALL_TIMEOUT, &st) < 0)
+        return failed("ControllerUnpublishVolume", &st);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -67,7 +82,8 @@ int main(int argc, char **argv)
     const char *op = argv[2];
     bool create = strcmp(op, "create-snapshot") == 0 && argc == 5;
     bool delete = strcmp(op, "delete-snapshot") == 0 && argc == 4;
-    if (!create && !delete)
+    bool unpublish = strcmp(op, "controller-unpublish") == 0 && argc == 5;
+    if (!create && !delete &&!unpublish)
         return usage();
     csi_conn_opts o = {.connect_timeout = 10 * UTIL_SECOND};
     csi_conn *c = NULL;
@@ -75,7 +91,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "csi_call: cannot connect to %s: %s\n", argv[1], util_err_last());
         return 1;
     }
-    int rc = create ? create_snapshot(c, argv[3], argv[4]) : delete_snapshot(c, argv[3]);
+    int rc = create      ? create_snapshot(c, argv[3], argv[4])
+             : unpublish ? controller_unpublish(c, argv[3], argv[4])
+                         : delete_snapshot(c, argv[3]);
     csi_conn_free(c);
     return rc;
 }
