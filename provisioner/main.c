@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "provisioner.h"
+#include "kobj/kobj.h"
 #include "sidecar/sidecar.h"
 
 #ifndef SIDECAR_VERSION
@@ -274,9 +275,8 @@ static void setup_capacity(sidecar *s, const struct flags *fl, const csi_caps *c
                                   owner) < 0)
             die(util_err_last());
         obs_info("using %s/%s %s as owner of CSIStorageCapacity objects",
-                 json_object_get_string(json_object_object_get(*owner, "apiVersion")),
-                 json_object_get_string(json_object_object_get(*owner, "kind")),
-                 json_object_get_string(json_object_object_get(*owner, "name")));
+                 kobj_str(*owner, "apiVersion"), kobj_str(*owner, "kind"),
+                 kobj_str(*owner, "name"));
     }
     if (!CSI_CAP(caps->controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY))
         obs_warn("--enable-capacity: the driver does not report GET_CAPACITY; its GetCapacity "
