@@ -35,12 +35,21 @@ NS=default
 
 PLAIN=0
 [ -t 1 ] || PLAIN=1
-T0=$(date +%s.%N)
-elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%5.1fs", b - a }'; }
-say() { printf '%s  %s\n' "$(elapsed)" "$*"; }
+# Times in microseconds from bash itself: a busy machine makes every forked
+# date or awk cost.
+usec() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
+T0=$(usec)
+# elapsed [VAR]: seconds since the start, "  12.3s", into VAR (default ELAPSED)
+elapsed() {
+  local t=${EPOCHREALTIME/[.,]/}
+  t=$((10#$t - T0))
+  printf -v "${1:-ELAPSED}" '%5d.%ds' $((t / 1000000)) $((t / 100000 % 10))
+}
+say() { elapsed; printf '%s  %s\n' "$ELAPSED" "$*"; }
 die() {
   [ "$PLAIN" = 1 ] || printf '\r\033[K'
-  printf '%s  error: %s\n' "$(elapsed)" "$*" >&2
+  elapsed
+  printf '%s  error: %s\n' "$ELAPSED" "$*" >&2
   [ -d "$D/logs" ] && printf '       logs: %s\n' "$D/logs" >&2
   exit 1
 }
@@ -69,16 +78,24 @@ launch() {
   done
   die "$name did not start"
 }
-pid_of() { cat "$D/run/$1.pid" 2>/dev/null; }
+pid_of() { local p; read -r p 2>/dev/null <"$D/run/$1.pid" && echo "$p"; }
 # ours NAME: its pid is alive and still runs the binary we started
 ours() {
-  local pid exe
-  pid=$(pid_of "$1") || return 1
+  local pid="" exe="" want=""
+  { read -r pid <"$D/run/$1.pid"; } 2>/dev/null || return 1
   [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-  exe=$({ tr '\0' '\n' <"/proc/$pid/cmdline"; } 2>/dev/null | head -n 1)
-  [ "$exe" = "$(cat "$D/run/$1.cmd" 2>/dev/null)" ]
+  { IFS= read -r -d '' exe <"/proc/$pid/cmdline"; } 2>/dev/null
+  { IFS= read -r want <"$D/run/$1.cmd"; } 2>/dev/null
+  [ -n "$exe" ] && [ "$exe" = "$want" ]
 }
-names() { local f; for f in "$D"/run/*.pid; do [ -e "$f" ] && basename "$f" .pid; done; }
+names() {
+  local f
+  for f in "$D"/run/*.pid; do
+    [ -e "$f" ] || continue
+    f=${f##*/}
+    echo "${f%.pid}"
+  done
+}
 
 # term_wait NAME...: SIGTERM to all of them at once, then waits up to 10 s
 # for them to exit; what is left gets SIGKILL
@@ -140,17 +157,22 @@ cmd_status() {
     fi
   done
 }
-rss() { awk '/^VmRSS/ { printf "%.1f MiB", $2 / 1024 }' "/proc/$(pid_of "$1")/status" 2>/dev/null; }
+rss() {
+  local k v _
+  while read -r k v _; do
+    [ "$k" = VmRSS: ] && { printf '%d.%d MiB' $((v / 1024)) $((v * 10 / 1024 % 10)); return; }
+  done 2>/dev/null <"/proc/$(pid_of "$1")/status"
+}
 
 # ---- kubectl and measurements -------------------------------------------------------------
 
 K() { kubectl --kubeconfig "$D/kubeconfig" --cache-dir "$D/cache" --request-timeout=10s "$@"; }
-# rbac_only: the ServiceAccounts, Roles, ClusterRoles and bindings of a
-# rendering (a folder's workloads are not for the demo's processes)
+# rbac_only: the ServiceAccounts, Roles, ClusterRoles, bindings and
+# CSIDriver of a rendering (its workloads are not for the demo's processes)
 rbac_only() {
   awk 'function flush() { if (keep) printf "%s---\n", doc; doc = ""; keep = 0 }
     /^---$/ { flush(); next }
-    /^kind: (ServiceAccount|Role|ClusterRole|RoleBinding|ClusterRoleBinding)$/ { keep = 1 }
+    /^kind: (ServiceAccount|Role|ClusterRole|RoleBinding|ClusterRoleBinding|CSIDriver)$/ { keep = 1 }
     { doc = doc $0 "\n" }
     END { flush() }'
 }
@@ -246,26 +268,35 @@ STEP_WRITES=()
 STEP_CALLS=()
 STEP_FAILED=0
 step_t0=""
-step_w0=0
+step_w0=""
 step_c0="{}"
+# Steps follow each other: the counters read at one step's end are the next
+# one's start (fewer processes: each costs on a busy machine).
 step_begin() {
-  step_t0=$(date +%s.%N)
-  step_w0=$(api_writes)
-  step_c0=$(driver_calls)
+  step_t0=${EPOCHREALTIME/[.,]/}
+  if [ -z "$step_w0" ]; then
+    step_w0=$(api_writes)
+    step_c0=$(driver_calls)
+  fi
   say "▶ $1"
 }
 # step_end NAME: records the step's time, API writes and driver calls
 step_end() {
-  local t w c
-  t=$(awk -v a="$step_t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
-  w=$(($(api_writes) - step_w0))
+  local t=${EPOCHREALTIME/[.,]/} w w1 c c1
+  t=$((10#$t - 10#$step_t0))
+  printf -v t '%d.%02d' $((t / 1000000)) $((t / 10000 % 100))
+  w1=$(api_writes)
+  c1=$(driver_calls)
+  w=$((w1 - step_w0))
   # The calls since step_begin; the Identity and capability chatter is
   # counted but not named.
-  c=$(jq -n -r --argjson a "$step_c0" --argjson b "$(driver_calls)" '
+  c=$(jq -n -r --argjson a "$step_c0" --argjson b "$c1" '
     ($b | to_entries | map(.value -= ($a[.key] // 0)) | map(select(.value > 0))) as $d
     | ($d | map(select(.key | IN("Probe", "GetPluginInfo", "GetPluginCapabilities",
         "ControllerGetCapabilities", "NodeGetCapabilities") | not)) | map("\(.key) \(.value)") | join(", ")) as $main
     | "\($d | map(.value) | add // 0)\(if $main == "" then "" else " (" + $main + ")" end)"')
+  step_w0=$w1
+  step_c0=$c1
   STEP_NAMES+=("$1")
   STEP_TIMES+=("$t")
   STEP_WRITES+=("$w")
@@ -305,7 +336,8 @@ wait_until() {
     if [ "$PLAIN" = 1 ]; then
       [ "$now" = "$last" ] || say "    … $now"
     else
-      printf '\r\033[K%s    … waiting: %s' "$(elapsed)" "$now"
+      elapsed
+      printf '\r\033[K%s    … waiting: %s' "$ELAPSED" "$now"
     fi
     last=$now
     sleep 0.2
@@ -362,9 +394,9 @@ cmd_up() {
   step_begin "kube-lite: HTTPS, tokens, RBAC"
   gen_certs "$D/pki" || die "cannot make the certificates (openssl)"
   local tok_admin tok_prov tok_att
-  tok_admin=$(openssl rand -hex 16)
-  tok_prov=$(openssl rand -hex 16)
-  tok_att=$(openssl rand -hex 16)
+  local rnd
+  rnd=$(openssl rand -hex $((16 * (3 + ${#NODES[@]}))))
+  tok_admin=${rnd:0:32} tok_prov=${rnd:32:32} tok_att=${rnd:64:32}
   printf '%s\n' "$tok_admin" >"$D/run/admin.token"
   {
     echo "$tok_admin,admin,1,\"system:masters\""
@@ -372,7 +404,7 @@ cmd_up() {
     echo "$tok_att,system:serviceaccount:$NS:csi-attacher,3,\"system:serviceaccounts,system:serviceaccounts:$NS\""
     local i=10 n
     for n in "${NODES[@]}"; do
-      echo "$(openssl rand -hex 16),system:node:$n,$i,\"system:nodes\""
+      echo "${rnd:$((96 + 32 * (i - 10))):32},system:node:$n,$i,\"system:nodes\""
       i=$((i + 1))
     done
   } >"$D/run/tokens.csv"
@@ -396,22 +428,14 @@ cmd_up() {
     kc_for "kubelet-$n" "$(awk -F, -v u="system:node:$n" '$2 == u { print $1 }' "$D/run/tokens.csv")"
   done
   say "  kube-lite serves $(api_url)"
-  # Each sidecar's RBAC, from its manifests folder only, the CSIDriver, and
-  # what the kubelets may write: one apply.
-  local dir out n_obj
-  : >"$D/run/cluster.yaml"
-  for dir in provisioner attacher registrar; do
-    [ -e "$ROOT/manifests/$dir/kustomization.yaml" ] || continue
-    out=$(K kustomize "$ROOT/manifests/$dir" | rbac_only) || die "manifests/$dir does not render"
-    n_obj=$(printf '%s\n' "$out" | grep -c '^kind:')
-    if [ "$n_obj" = 0 ]; then
-      say "  manifests/$dir: no RBAC needed"
-    else
-      say "  manifests/$dir: $n_obj RBAC objects"
-      printf '%s\n' "$out" >>"$D/run/cluster.yaml"
-    fi
-  done
-  { cat "$ROOT/manifests/deploy/csidriver.yaml"; echo "---"; kubelet_rbac; } >>"$D/run/cluster.yaml"
+  # The sidecars' RBAC and the CSIDriver as a cluster gets them (the
+  # top-level rendering of manifests/, its workloads left out: here the
+  # processes run on this machine), and what the kubelets may write.
+  local out n_obj
+  out=$(K kustomize "$ROOT/manifests" | rbac_only) || die "manifests/ does not render (kubectl kustomize manifests)"
+  n_obj=$(printf '%s\n' "$out" | grep -c '^kind:')
+  { printf '%s\n' "$out"; kubelet_rbac; } >"$D/run/cluster.yaml"
+  say "  from manifests/: $n_obj objects (the provisioner's and attacher's RBAC, the CSIDriver); the registrar needs none (kubelet mode)"
   out=$(K apply -f "$D/run/cluster.yaml" 2>&1) || die "RBAC and CSIDriver do not apply: $out"
   step_end "kube-lite, RBAC"
 
@@ -467,8 +491,7 @@ cmd_up() {
 
   # ---- the scenario ----------------------------------------------------------------------------
   step_begin "default StorageClass (WaitForFirstConsumer, topology) and a claim without a class"
-  K apply -f "$ROOT/manifests/deploy/example/storageclass.yaml" >/dev/null || die "the example StorageClass does not apply"
-  K apply -f - >/dev/null <<EOF || die "the claim does not apply"
+  { cat "$ROOT/manifests/deploy/example/storageclass.yaml"; echo "---"; cat <<EOF; } | K apply -f - >/dev/null ||
 apiVersion: v1
 kind: PersistentVolumeClaim
 metadata:
@@ -480,6 +503,7 @@ spec:
     requests:
       storage: 1Gi
 EOF
+    die "the example StorageClass or the claim does not apply"
   wait_until 10 "pvc/demo-claim is Pending (waiting for its first consumer)" phase_is PersistentVolumeClaim demo-claim Pending
   check "pvc/demo-claim got the default class example-hostpath" \
     [ "$(q "$(obj PersistentVolumeClaim demo-claim) | .spec.storageClassName // \"\"")" = example-hostpath ]
@@ -613,7 +637,8 @@ summary() {
     done
     echo
     if [ "$STEP_FAILED" -eq 0 ]; then
-      echo "  every step passed in $(elapsed | tr -d ' '); the world keeps running:"
+      elapsed
+      echo "  every step passed in ${ELAPSED// /}; the world keeps running:"
     else
       echo "  $STEP_FAILED check(s) FAILED; the world keeps running for a look:"
     fi
