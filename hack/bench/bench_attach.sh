@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Benchmarks csi-attacher end to end: kube-lite (plain HTTP, no built-in
+# controllers) + example driver (no injected delay, --sync=false, node ids
+# node-1 and node-2) + csi-attacher, all on this machine's cores. Builds the
+# project and hack/bench/bench_attach.c (against common/kube), which sets up
+# the PVs, creates and deletes the VolumeAttachments at once (8 client
+# threads), follows them with watches and reads kube-lite's /metrics (see
+# its header for how each figure is taken).
+#
+#   hack/bench/bench_attach.sh [N]        N VolumeAttachments per round at the high budget (1000)
+#   N_DEFAULT=100 B=build hack/bench/bench_attach.sh
+#   RUNS=high hack/bench/bench_attach.sh  only the high-budget case (RUNS=default: only that one)
+#
+# Cases, each against a fresh kube-lite, driver and attacher; in each, N
+# ReadWriteMany PVs exist before the attacher starts, then:
+#   first attach (worker-1), later attach of the same PVs (worker-2), detach
+#   of the worker-2 VAs, last detach (worker-1), PV deletion;
+#   1. upstream's default client budget --kube-api-qps=5 --kube-api-burst=10
+#      and the default --worker-threads (10), with N_DEFAULT (100) VAs only:
+#      at 5 requests/s, 1,000 attaches would take ~10 minutes; the figures
+#      include attaches/s as a fraction of the physical limit that budget
+#      allows for the requests made;
+#   2. a high budget --kube-api-qps=10000 --kube-api-burst=10000
+#      --worker-threads=HIGH_WORKERS (10, upstream's default: the attacher runs
+#      3 x that many workers) with N VAs: memory at N attached.
+# It asserts nothing about time; the only failures are correctness (an
+# operation not done, a publication left in the driver), which exit 1.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+B=${B:-build}
+N=${1:-${N:-1000}}
+N_DEFAULT=${N_DEFAULT:-100}
+HIGH_WORKERS=${HIGH_WORKERS:-10}
+RUNS=${RUNS:-all}
+
+make --no-print-directory -s B="$B" "$B/bin/kube-lite" "$B/bin/example-csi-driver" \
+  "$B/bin/csi-attacher" "$B/lib/libcsisidecar.a" >/dev/null
+mkdir -p "$B/bench"
+PKGS="grpc libprotobuf-c json-c libcurl yaml-0.1 libmicrohttpd libcrypto"
+# shellcheck disable=SC2046,SC2086 # pkg-config output is meant to split
+cc -O2 -std=gnu11 -D_GNU_SOURCE -I. -Icommon -I"$B/gen" $(pkg-config --cflags $PKGS) \
+  hack/bench/bench_attach.c "$B/lib/libcsisidecar.a" $(pkg-config --libs $PKGS) -lpthread \
+  -o "$B/bench/bench_attach"
+HELPER="$B/bench/bench_attach"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/attach-bench.XXXXXX")
+KL_PID=
+DRV_PID=
+ATT_PID=
+status=0
+
+# stop PID NAME: SIGTERM, SIGKILL after 20 s; a nonzero exit is reported.
+stop() {
+  local pid=$1 name=$2 rc
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 200); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "  $name did not stop within 20 s of SIGTERM; killing it" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rc=0
+  wait "$pid" 2>/dev/null || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "  $name exited with status $rc" >&2
+  fi
+}
+
+stop_all() {
+  stop "$ATT_PID" csi-attacher
+  ATT_PID=
+  stop "$DRV_PID" example-csi-driver
+  DRV_PID=
+  stop "$KL_PID" kube-lite
+  KL_PID=
+}
+
+# shellcheck disable=SC2317 # called through the EXIT trap
+cleanup() {
+  stop_all
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+start_kube_lite() {
+  local d=$1
+  "$B/bin/kube-lite" --listen 127.0.0.1:0 --write-kubeconfig "$d/kubeconfig" --controllers= \
+    >"$d/kube-lite.out" 2>"$d/kube-lite.log" &
+  KL_PID=$!
+  for _ in $(seq 1 200); do
+    grep -q 'serving on' "$d/kube-lite.out" 2>/dev/null && break
+    sleep 0.05
+  done
+  URL=$(sed -n 's/^kube-lite: serving on //p' "$d/kube-lite.out")
+  [ -n "$URL" ] || { echo "kube-lite did not start: $(cat "$d/kube-lite.log")" >&2; exit 1; }
+}
+
+start_driver() {
+  local d=$1
+  "$B/bin/example-csi-driver" --endpoint="unix://$d/csi.sock" --state-dir="$d/state" \
+    --nodeid=node-1 --known-nodes=node-2 --plugin-caps=CONTROLLER_SERVICE --capacity=1Ei \
+    --sync=false 2>"$d/driver.log" &
+  DRV_PID=$!
+  for _ in $(seq 1 600); do
+    grep -q 'serving on' "$d/driver.log" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "the driver did not start: $(cat "$d/driver.log")" >&2
+  exit 1
+}
+
+# start_attacher DIR FLAGS...: waits until it watches VolumeAttachments,
+# PVs and CSINodes (kube-lite counts the watch requests), then 1 s more.
+start_attacher() {
+  local d=$1
+  shift
+  "$B/bin/csi-attacher" --kubeconfig="$d/kubeconfig" --csi-address="$d/csi.sock" "$@" \
+    2>"$d/attacher.log" &
+  ATT_PID=$!
+  local m
+  for _ in $(seq 1 600); do
+    m=$(curl -s --max-time 5 "$URL/metrics")
+    if [[ "$m" == *'verb="watch",resource="volumeattachments"'* &&
+      "$m" == *'verb="watch",resource="persistentvolumes"'* &&
+      "$m" == *'verb="watch",resource="csinodes"'* ]]; then
+      sleep 1
+      return 0
+    fi
+    kill -0 "$ATT_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "the attacher did not start watching: $(tail -n 5 "$d/attacher.log")" >&2
+  exit 1
+}
+
+# run_case TITLE COUNT QPS BURST ATTACHER-FLAGS...
+run_case() {
+  local title=$1 count=$2 qps=$3 burst=$4
+  shift 4
+  local d
+  d=$(mktemp -d "$tmp/case.XXXXXX")
+  mkdir -p "$d/state"
+  echo "=== $title: $count VolumeAttachments per round; csi-attacher --kube-api-qps=$qps --kube-api-burst=$burst $*"
+  start_kube_lite "$d"
+  "$HELPER" setup --kubeconfig="$d/kubeconfig" --count="$count" --state-dir="$d/state" || status=1
+  start_driver "$d"
+  start_attacher "$d" --kube-api-qps="$qps" --kube-api-burst="$burst" "$@"
+  if ! "$HELPER" run --kubeconfig="$d/kubeconfig" --count="$count" --att-pid="$ATT_PID" \
+    --state-dir="$d/state" --qps="$qps" --burst="$burst" --timeout=1800; then
+    status=1
+    echo "  FAILED (see above); attacher log tail:"
+    grep -v '^I' "$d/attacher.log" | tail -n 10 | sed 's/^/    /'
+  fi
+  stop_all
+  rm -rf "$d"
+}
+
+echo "csi-attacher benchmark on $(nproc) cores ($(uname -m)); kube-lite, example driver," \
+  "attacher and load generator share them"
+if [ "$RUNS" = all ] || [ "$RUNS" = default ]; then
+  run_case "upstream default client budget (default worker threads; N=$N_DEFAULT to keep it short)" \
+    "$N_DEFAULT" 5 10
+fi
+if [ "$RUNS" = all ] || [ "$RUNS" = high ]; then
+  run_case "high client budget" "$N" 10000 10000 --worker-threads="$HIGH_WORKERS"
+fi
+exit "$status"
