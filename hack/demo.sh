@@ -116,14 +116,21 @@ term_wait() {
   done
 }
 
-# stop_world: the sidecars, drivers and kubelets first, kube-lite last; a
-# line per process that did not exit 0 (also kept in logs/exit-codes)
+# stop_world: in tiers, so that nothing sees its peer vanish first (a
+# sidecar whose driver went away exits 1, as upstream's): the sidecars, then
+# the kubelets, then the drivers, kube-lite last. A line per process that did
+# not exit 0 (also kept in logs/exit-codes).
 stop_world() {
   [ -d "$D/run" ] || return 0
-  local n others=() i rc
-  for n in $(names); do [ "$n" = kube-lite ] || others+=("$n"); done
-  [ ${#others[@]} -eq 0 ] || term_wait "${others[@]}"
-  [ -e "$D/run/kube-lite.pid" ] && term_wait kube-lite
+  local n tier i rc members
+  for tier in 'csi-*' 'kubelet-sim-*' 'example-csi-driver-*' '*'; do
+    members=()
+    for n in $(names); do
+      # shellcheck disable=SC2053 # the tier is a glob
+      [[ $n == $tier ]] && ours "$n" && members+=("$n")
+    done
+    [ ${#members[@]} -eq 0 ] || term_wait "${members[@]}"
+  done
   for n in $(names); do
     # The launcher writes the exit status as soon as the program is gone.
     for ((i = 0; i < 20; i++)); do
@@ -383,7 +390,7 @@ cmd_up() {
   # A world already running here goes first.
   if [ -d "$D/run" ]; then
     say "stopping the previous world in $D"
-    cmd_down 2>/dev/null
+    cmd_down
   fi
   mkdir -p "$D"/{run,logs,state,sock,cache}
   rm -f "$D"/logs/*.log "$D/logs/exit-codes" "$D/logs/summary.txt"

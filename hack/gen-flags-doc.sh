@@ -52,13 +52,15 @@ for entry in "${BINARIES[@]}"; do
     continue
   fi
   # --help prints the usage on stdout and exits 0 (as Go's flag package
-  # with -help); anything else is a broken binary.
-  "$found" --help >"$tmp/$name.help" 2>&1 || { echo "gen-flags-doc: $found --help failed" >&2; exit 1; }
+  # with -help); anything else is a broken binary. An empty environment:
+  # some defaults come from variables (CSI_ENDPOINT, NODE_NAME).
+  env -i PATH=/usr/bin:/bin "$found" --help >"$tmp/$name.help" 2>&1 ||
+    { echo "gen-flags-doc: $found --help failed" >&2; exit 1; }
   args+=("$name" "$tmp/$name.help")
 done
 
 "$PY" - "$README" "$tmp/README.new" "${missing[*]}" "${args[@]}" <<'EOF'
-import re, sys
+import re, socket, sys
 
 readme, out, missing = sys.argv[1], sys.argv[2], sys.argv[3].split()
 pairs = sys.argv[4:]
@@ -81,6 +83,10 @@ def parse(text):
         m = re.search(r" ?\(default (.*)\)$", text)
         if m:
             default, text = m.group(1), text[: m.start()].rstrip()
+        # A default taken from the machine (the node id is the host name)
+        # would make the table differ from one machine to the next.
+        if default == '"%s"' % socket.gethostname():
+            default = "the host name"
         rows.append((name, typ, default, text))
     return rows
 
@@ -96,7 +102,9 @@ def table(name, path):
              "|---|---|---|---|"]
     for flag, typ, default, text in rows:
         lines.append("| `--%s` | %s | %s | %s |" % (
-            flag, cell(typ or "bool"), "`%s`" % cell(default) if default else "", cell(text)))
+            flag, cell(typ or "bool"),
+            "" if not default else default if default == "the host name" else "`%s`" % cell(default),
+            cell(text)))
     lines.append("<!-- flags:%s:end -->" % name)
     return "\n".join(lines)
 
