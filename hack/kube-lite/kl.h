@@ -110,6 +110,13 @@ void kl_table_add_row(json_object *table, const kl_type *t, const json_object *o
 int kl_proto_decode(const void *body, size_t len, const char *dflt_api_version,
                     const char *dflt_kind, json_object **out);
 
+/* ---- shape: JSON types of request bodies ------------------------------------ */
+
+/* -EINVAL with Go's "json: cannot unmarshal <t> into Go struct field
+ * <Kind>.<path> of type <T>" when a known field of `obj` (an object of type
+ * `t`) has the wrong JSON type, as kube-apiserver's decoding would fail. */
+int kl_check_shape(const kl_type *t, const json_object *obj);
+
 /* ---- errs: field errors for 422 Invalid ------------------------------------ */
 
 /* Cause reasons, as metav1.CauseType. */

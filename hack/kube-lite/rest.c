@@ -1455,6 +1455,13 @@ static void mutate_patch(void *ud, const kl_obj *cur, kl_mut *m)
                                 "the server rejected our request due to an error in our request"));
         return;
     }
+    if (kl_check_shape(c->t, out) < 0) {
+        json_object_put(out);
+        mut_error(m, status_new(400, "BadRequest", NULL, NULL,
+                                "%s in version \"%s\" cannot be handled as a %s: %s", c->t->kind,
+                                c->t->version, c->t->kind, util_err_last()));
+        return;
+    }
     /* A resourceVersion in the patch is a precondition; otherwise none. */
     const char *prv =
         c->patch == PATCH_JSON ? NULL : jstr(jobj(c->body, "metadata"), "resourceVersion");
@@ -1604,6 +1611,18 @@ static json_object *parse_body(const kl_request *req, kl_response *r, const kl_t
     return body;
 }
 
+/* False after a 400 when `obj` has a field of the wrong JSON type. */
+static bool shape_ok(const kl_type *t, const json_object *obj, kl_response *r)
+{
+    if (kl_check_shape(t, obj) == 0)
+        return true;
+    json_object *st = status_new(400, "BadRequest", NULL, NULL,
+                                 "%s in version \"%s\" cannot be handled as a %s: %s", t->kind,
+                                 t->version, t->kind, util_err_last());
+    set_body(r, 400, st);
+    return false;
+}
+
 static bool namespace_exists(kl_api *a, const char *ns)
 {
     const kl_type *nst = kl_type_find("", "v1", "namespaces");
@@ -1663,6 +1682,10 @@ static void do_create(kl_api *a, const kl_request *req, const struct route *rt, 
     if (!json_object_is_type(obj, json_type_object)) {
         json_object_put(obj);
         fail(r, 400, "BadRequest", NULL, NULL, "the request body must be a JSON object");
+        return;
+    }
+    if (!shape_ok(t, obj, r)) {
+        json_object_put(obj);
         return;
     }
     const char *kind = jstr(obj, "kind");
@@ -1862,6 +1885,10 @@ static void do_update(kl_api *a, const kl_request *req, const struct route *rt, 
     if (!json_object_is_type(obj, json_type_object)) {
         json_object_put(obj);
         fail(r, 400, "BadRequest", NULL, NULL, "the request body must be a JSON object");
+        return;
+    }
+    if (!shape_ok(rt->t, obj, r)) {
+        json_object_put(obj);
         return;
     }
     struct write_ctx c = {.a = a,

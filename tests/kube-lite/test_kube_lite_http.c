@@ -3462,6 +3462,61 @@ static void test_token_request_for_missing_service_account_is_404(void **state)
     assert_non_null(JS(o, "status", "expirationTimestamp"));
 }
 
+static void test_wrong_json_types_in_bodies_are_400(void **state)
+{
+    (void)state;
+    const char *ns = mkns();
+    static const struct {
+        const char *path; /* %s: the namespace */
+        const char *body;
+        const char *message; /* after "<Kind> in version ... cannot be handled as a <Kind>: " */
+    } cases[] = {
+        {RBAC "/clusterroles", "{'metadata':{'name':'bad-rules'},'rules':'x'}",
+         "json: cannot unmarshal string into Go struct field ClusterRole.rules of type "
+         "[]v1.PolicyRule"},
+        {RBAC "/clusterroles", "{'metadata':{'name':'bad-verbs'},'rules':[{'verbs':[1]}]}",
+         "json: cannot unmarshal number into Go struct field ClusterRole.rules.verbs of type "
+         "string"},
+        {"/api/v1/namespaces/%s/configmaps", "{'metadata':{'name':'c','labels':{'a':1}}}",
+         "json: cannot unmarshal number into Go struct field ConfigMap.metadata.labels of type "
+         "string"},
+        {"/api/v1/namespaces/%s/configmaps", "{'metadata':'x'}",
+         "json: cannot unmarshal string into Go struct field ConfigMap.metadata of type "
+         "v1.ObjectMeta"},
+        {"/api/v1/namespaces/%s/persistentvolumeclaims",
+         "{'metadata':{'name':'p'},'spec':{'accessModes':'ReadWriteOnce'}}",
+         "json: cannot unmarshal string into Go struct field "
+         "PersistentVolumeClaim.spec.accessModes of type []v1.PersistentVolumeAccessMode"},
+        {STORAGE "/csinodes", "{'metadata':{'name':'n'},'spec':{'drivers':[{'name':5}]}}",
+         "json: cannot unmarshal number into Go struct field CSINode.spec.drivers.name of type "
+         "string"},
+        {"/apis/apps/v1/namespaces/%s/deployments",
+         "{'metadata':{'name':'d'},'spec':{'replicas':'two'}}",
+         "json: cannot unmarshal string into Go struct field Deployment.spec.replicas of type "
+         "int32"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *at = strstr(cases[i].path, "%s");
+        const char *path =
+            at ? fmt("%.*s%s%s", (int)(at - cases[i].path), cases[i].path, ns, at + 2)
+               : cases[i].path;
+        long code = 0;
+        json_object *st = post(path, js("%s", cases[i].body), &code);
+        check_status(st, code, 400, "BadRequest", NULL);
+        if (!strstr(JS(st, "message"), cases[i].message))
+            fail_msg("%s: message %s, want it to contain %s", path, JS(st, "message"),
+                     cases[i].message);
+    }
+    /* A patch that would store a wrong type is refused the same way. */
+    create(cms(ns), js("{'metadata':{'name':'ok'}}"));
+    long code = 0;
+    json_object *st = patch(core(ns, "configmaps", "ok"), CT_MERGE,
+                            js("{'metadata':{'finalizers':'a.io/x'}}"), &code);
+    check_status(st, code, 400, "BadRequest", NULL);
+    assert_non_null(strstr(JS(st, "message"), "ConfigMap.metadata.finalizers of type []string"));
+    assert_null(J(must_get(core(ns, "configmaps", "ok")), "metadata", "finalizers"));
+}
+
 int main(void)
 {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
@@ -3530,6 +3585,7 @@ int main(void)
         T(test_protobuf_rbac_rule_keeps_the_core_group),
         T(test_protobuf_malformed_is_400_and_other_kinds_415),
         T(test_token_request_for_missing_service_account_is_404),
+        T(test_wrong_json_types_in_bodies_are_400),
     };
     const struct CMUnitTest watches[] = {
         T(test_watch_from_resource_version_sends_later_events_in_order),
