@@ -39,11 +39,11 @@ PLAIN=0
 # date or awk cost.
 usec() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
 T0=$(usec)
-# elapsed [VAR]: seconds since the start, "  12.3s", into VAR (default ELAPSED)
+# elapsed: seconds since the start ("  12.3s") into ELAPSED
 elapsed() {
   local t=${EPOCHREALTIME/[.,]/}
   t=$((10#$t - T0))
-  printf -v "${1:-ELAPSED}" '%5d.%ds' $((t / 1000000)) $((t / 100000 % 10))
+  printf -v ELAPSED '%5d.%ds' $((t / 1000000)) $((t / 100000 % 10))
 }
 say() { elapsed; printf '%s  %s\n' "$ELAPSED" "$*"; }
 die() {
@@ -588,9 +588,9 @@ snap() {
 }
 # q FILTER [jq args...]: FILTER over the snapshot's items
 q() {
-  local f=$1
+  local filter=$1
   shift
-  jq -r "$@" "[.items[]] | $f" "$D/run/snap.json" 2>/dev/null
+  jq -r "$@" "[.items[]] | $filter" "$D/run/snap.json" 2>/dev/null
 }
 obj() { printf 'map(select(.kind == "%s" and .metadata.name == "%s")) | .[0]' "$1" "$2"; }
 phase_is() { snap; [ "$(q "$(obj "$1" "$2") | .status.phase // \"\"")" = "$3" ]; }
@@ -629,7 +629,7 @@ phases() {
 }
 
 summary() {
-  local i n total=0
+  local i n
   {
     echo
     echo "  step                  time    API writes  driver calls"

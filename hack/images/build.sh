@@ -143,12 +143,12 @@ build base "$HERE/Containerfile.base"
 for img in "${IMAGES[@]}"; do build "$img" "$HERE/Containerfile.$img"; done
 
 base_bytes=$(du -sb "$CTX/base" | cut -f1)
-printf '%-44s %10s  %s\n' IMAGE SIZE "OWN LAYER (the rest is the shared base)"
-printf '%-44s %7.1f MB  %s\n' "localhost/csi-sidecars/base:$tag" "$(echo "$base_bytes" | awk '{print $1 / 1e6}')" \
+printf '%-58s %10s  %s\n' IMAGE SIZE "OWN LAYER (the rest is the shared base)"
+printf '%-58s %7.1f MB  %s\n' "localhost/csi-sidecars/base:$tag" "$(echo "$base_bytes" | awk '{print $1 / 1e6}')" \
   "$(wc -l <"$CTX/base.files") shared objects"
 for img in "${IMAGES[@]}"; do
   size=$(P image inspect --format '{{.Size}}' "localhost/csi-sidecars/$img:$tag")
   own=$(stat -c %s "$CTX/bin/$img")
-  printf '%-44s %7.1f MB  %.1f MB binary\n' "localhost/csi-sidecars/$img:$tag" \
+  printf '%-58s %7.1f MB  %.1f MB binary\n' "localhost/csi-sidecars/$img:$tag" \
     "$(echo "$size" | awk '{print $1 / 1e6}')" "$(echo "$own" | awk '{print $1 / 1e6}')"
 done
