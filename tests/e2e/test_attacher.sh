@@ -188,6 +188,7 @@ ATT_ARGS=(--kubeconfig "$WORK/attacher.kubeconfig" --worker-threads=4 --retry-in
 start att-a "$ATT" --csi-address "$WORK/drv-a/csi.sock" "${ATT_ARGS[@]}" --reconcile-sync=1s \
   --http-endpoint="127.0.0.1:$HTTP_PORT"
 LE_PORT1=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+LE_PORT2=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 LE_ARGS=(--leader-election "--leader-election-namespace=$NS" --leader-election-lease-duration=3s
   --leader-election-renew-deadline=2s --leader-election-retry-period=500ms)
 HAVE_UTS=0
@@ -203,7 +204,7 @@ replica() {
   fi
 }
 replica le-one --http-endpoint="127.0.0.1:$LE_PORT1"
-replica le-two
+replica le-two --http-endpoint="127.0.0.1:$LE_PORT2"
 if wait_for 60 started att-a && alive att-a; then ok "att-a starts"; else bad "att-a starts" "$(tail -n 20 "$WORK/att-a.log")"; fi
 
 # ---- helpers over the API ------------------------------------------------------------------
@@ -241,19 +242,26 @@ spec:
       claimName: $3
 EOF
 }
-pv_of() { jp pvc "$1" '{.spec.volumeName}'; }
-handle_of() { jp pv "$(pv_of "$1")" '{.spec.csi.volumeHandle}'; }
+# api PATH: a GET as admin with curl (polls would spend most of their time
+# starting kubectl on a loaded machine)
+SERVER=$(sed -n 's/^kube-lite: serving on //p' "$WORK/kube-lite.log")
+api() { curl -s --max-time 10 --cacert "$WORK/pki/ca.crt" -H 'Authorization: Bearer admin-token' "$SERVER$1"; }
+pv_of() { api "/api/v1/namespaces/$NS/persistentvolumeclaims/$1" | pyj 'o.get("spec", {}).get("volumeName", "")'; }
+handle_of() { api "/api/v1/persistentvolumes/$(pv_of "$1")" | pyj 'o["spec"]["csi"]["volumeHandle"]'; }
 # va_of CLAIM NODE: the name of the VolumeAttachment for the claim's PV on NODE
 va_of() {
-  K get volumeattachments -o json 2>/dev/null | pyj "[i['metadata']['name'] for i in o['items'] if i['spec']['source'].get('persistentVolumeName') == '$(pv_of "$1")' and i['spec']['nodeName'] == '$2'][0] if any(i['spec']['source'].get('persistentVolumeName') == '$(pv_of "$1")' and i['spec']['nodeName'] == '$2' for i in o['items']) else ''"
+  local pv
+  pv=$(pv_of "$1")
+  api /apis/storage.k8s.io/v1/volumeattachments |
+    pyj "([i['metadata']['name'] for i in o['items'] if i['spec']['source'].get('persistentVolumeName') == '$pv' and i['spec']['nodeName'] == '$2'] + [''])[0]"
 }
-va_json() { K get volumeattachment "$1" -o json 2>/dev/null; }
+va_json() { api "/apis/storage.k8s.io/v1/volumeattachments/$1"; }
 va_field() { va_json "$1" | pyj "$2" | tee "$EXPECT_LAST"; }
 attached() { [ "$(va_field "$1" 'o.get("status", {}).get("attached", False)')" = true ]; }
 att_error_has() { [[ "$(va_field "$1" 'o.get("status", {}).get("attachError", {}).get("message", "")')" == *"$2"* ]]; }
 det_error_has() { [[ "$(va_field "$1" 'o.get("status", {}).get("detachError", {}).get("message", "")')" == *"$2"* ]]; }
 no_att_error() { [ "$(va_field "$1" '"attachError" in o.get("status", {})')" = false ]; }
-va_gone() { is_gone volumeattachment "$1"; }
+va_gone() { [ "$(va_json "$1" | pyj 'o.get("code", 0)')" = 404 ]; }
 published() { drv "$WORK/drv-a" "sorted(byid.get('$1', {}).get('published_nodes', []))"; }
 published_is() { [ "$(published "$1" | tee "$EXPECT_LAST")" = "$2" ]; }
 has_va() { [ -n "$(va_of "$1" "$2")" ]; }
@@ -262,7 +270,7 @@ patches() {
   klmetrics | grep -E '^apiserver_request_total\{verb="(patch|PATCH)",resource="'"$1"'(/[a-z]+)?",code="2[0-9][0-9]"\}' |
     awk '{s += $NF} END {print s + 0}'
 }
-bound() { phase_is pvc "$1" Bound; }
+bound() { [ "$(api "/api/v1/namespaces/$NS/persistentvolumeclaims/$1" | pyj 'o.get("status", {}).get("phase", "")')" = Bound ]; }
 
 # ---- attach and detach through pods ------------------------------------------------------------
 
@@ -287,7 +295,7 @@ vj=$(va_json "$VA1")
 check "VA: our finalizer, the node-id annotation, attachmentMetadata = publish_context" \
   "[[\"$FIN\"], \"node-1\", {\"devicePath\": \"$(drv "$WORK/drv-a" "byid['$H1']['path']")\"}]" \
   "$(pyj '[o["metadata"].get("finalizers"), o["metadata"].get("annotations", {}).get("csi.alpha.kubernetes.io/node-id"), o["status"].get("attachmentMetadata")]' <<<"$vj")"
-contains "the PV carries our finalizer" "\"$FIN\"" "$(jp pv "$(pv_of c1)" '{.metadata.finalizers}')"
+contains "the PV carries our finalizer" "\"$FIN\"" "$(api "/api/v1/persistentvolumes/$(pv_of c1)" | pyj 'o["metadata"].get("finalizers")')"
 sleep 1
 check "first attach of a PV: 1 PV write (finalizer) and 2 VA writes (finalizer+annotation, status)" \
   "1 2" "$(($(patches persistentvolumes) - PVP0)) $(($(patches volumeattachments) - VAP0))"
@@ -311,7 +319,7 @@ check "the driver no longer publishes c1" '[]' "$(published "$H1")"
 sleep 1
 check "detach of a deleted VA: 1 VA write and 1 ControllerUnpublish" "1 1" \
   "$(($(patches volumeattachments) - VAP0)) $(($(drv_calls "$WORK/drv-a" ControllerUnpublishVolume) - UNP0))"
-contains "the PV (not deleted) keeps our finalizer" "\"$FIN\"" "$(jp pv "$(pv_of c1)" '{.metadata.finalizers}')"
+contains "the PV (not deleted) keeps our finalizer" "\"$FIN\"" "$(api "/api/v1/persistentvolumes/$(pv_of c1)" | pyj 'o["metadata"].get("finalizers")')"
 
 # A later attach of the same PV: no PV write.
 PVP0=$(patches persistentvolumes)
@@ -416,7 +424,7 @@ spec:
 EOF
 }
 LEASE=external-attacher-leader-trivial-csi-example-com
-holder() { jp lease "$LEASE" '{.spec.holderIdentity}'; }
+holder() { api "/apis/coordination.k8s.io/v1/namespaces/$NS/leases/$LEASE" | pyj 'o.get("spec", {}).get("holderIdentity", "")'; }
 has_holder() { case "$(holder)" in le-one | le-two) return 0 ;; *) return 1 ;; esac; }
 if [ "$HAVE_UTS" != 1 ]; then
   bad "leader election" "unshare -u is not available: the replicas would share one identity"
@@ -433,9 +441,9 @@ else
   check "trivial handler: no finalizer, no metadata, no ControllerPublish" '[null, null, 0]' \
     "$(va_field tv-0 '[o["metadata"].get("finalizers"), o["status"].get("attachmentMetadata")]' | sed 's/]$//'), $(drv_calls "$WORK/drv-t" ControllerPublishVolume)]"
   check "the other replica waits" no "$(grep -q 'attacher started' "$WORK/$OTHER.log" && echo yes || echo no)"
-  if [ "$LEADER" = le-one ]; then
-    check "/healthz/leader-election answers ok" ok "$(curl -s --max-time 5 "http://127.0.0.1:$LE_PORT1/healthz/leader-election")"
-  fi
+  port=$LE_PORT1
+  [ "$LEADER" = le-two ] && port=$LE_PORT2
+  check "/healthz/leader-election answers ok" ok "$(curl -s --max-time 5 "http://127.0.0.1:$port/healthz/leader-election")"
   stop "$LEADER" KILL
   trivial_va tv-1
   expect "after kill -9 of the leader, the other replica attaches the next VA" 40 attached tv-1
@@ -458,11 +466,11 @@ contains "/metrics: csi_sidecar_operations_seconds counts ControllerPublishVolum
 # ---- clean up through the sidecars: PV finalizers go once no VA uses a deleted PV ----------------------
 
 K delete pod p1b p4 pb --wait=false >/dev/null 2>&1
-no_vas() { [ "$(K get volumeattachments -o json 2>/dev/null | pyj 'len([i for i in o["items"] if i["spec"]["attacher"] == "hostpath.csi.example.com"])')" = 0 ]; }
+no_vas() { [ "$(api /apis/storage.k8s.io/v1/volumeattachments | pyj 'len([i for i in o["items"] if i["spec"]["attacher"] == "hostpath.csi.example.com"])')" = 0 ]; }
 expect "every VA of the driver is detached and gone" 40 no_vas
 check "the driver holds no publication" '[]' "$(drv "$WORK/drv-a" '[v["name"] for v in vols if v.get("published_nodes")]')"
 K delete pvc c1 c2 c3 cg c-sec c-badsec --wait=false >/dev/null 2>&1
-no_pvs() { [ "$(K get pv -o name 2>/dev/null | wc -l)" = 0 ]; }
+no_pvs() { [ "$(api /api/v1/persistentvolumes | pyj 'len(o["items"])')" = 0 ]; }
 expect "released PVs are deleted: the attacher drops its PV finalizer, the provisioner the volume" 40 no_pvs
 check "the driver ends with no volume" 0 "$(drv "$WORK/drv-a" 'len(vols)')"
 
