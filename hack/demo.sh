@@ -370,12 +370,21 @@ cmd_up() {
       *) echo "usage: hack/demo.sh [up] [--no-build] [--plain] | down | status" >&2; exit 2 ;;
     esac
   done
+  # A world already running here goes first (also before a build: its
+  # binaries are about to be replaced).
+  if [ -d "$D/run" ]; then
+    say "stopping the previous world in $D"
+    cmd_down
+  fi
+  mkdir -p "$D"/{run,logs,state,sock,cache}
+  rm -f "$D"/logs/*.log "$D/logs/exit-codes" "$D/logs/summary.txt"
   if [ "$build" = 1 ]; then
-    say "installing what is missing (hack/install-deps.sh) and building ($B)"
-    "$ROOT/hack/install-deps.sh" || die "hack/install-deps.sh failed"
-    make -C "$ROOT" -j"$(nproc 2>/dev/null || echo 2)" B="$B" all >"$ROOT/build/demo-make.log" 2>&1 ||
-      die "the build failed: $ROOT/build/demo-make.log"
-    rm -f "$ROOT/build/demo-make.log"
+    say "installing what is missing (hack/install-deps.sh) and building ($B; log: $D/logs/build.log)"
+    "$ROOT/hack/install-deps.sh" >"$D/logs/build.log" 2>&1 || die "hack/install-deps.sh failed: $D/logs/build.log"
+    make -C "$ROOT" -j"$(nproc 2>/dev/null || echo 2)" B="$B" all >>"$D/logs/build.log" 2>&1 ||
+      die "the build failed: $D/logs/build.log"
+    # The demo's own time starts now (the issue: under a minute after the build).
+    T0=$(usec)
   fi
   for t in kubectl jq openssl curl setsid; do
     command -v "$t" >/dev/null || die "$t is missing: run hack/install-deps.sh"
@@ -386,14 +395,6 @@ cmd_up() {
   ATT=$(bin csi-attacher) || die "no $B/bin/csi-attacher"
   REG=$(bin csi-node-driver-registrar csi-registrar) || die "no $B/bin/csi-node-driver-registrar"
   KSIM=$(bin kubelet-sim) || die "no $B/bin/kubelet-sim"
-
-  # A world already running here goes first.
-  if [ -d "$D/run" ]; then
-    say "stopping the previous world in $D"
-    cmd_down
-  fi
-  mkdir -p "$D"/{run,logs,state,sock,cache}
-  rm -f "$D"/logs/*.log "$D/logs/exit-codes" "$D/logs/summary.txt"
   local sock_probe="$D/nodes/node-1/plugins_registry/$DRIVER-reg.sock"
   [ ${#sock_probe} -lt 100 ] || die "DEMO_DIR $D is too long for unix socket paths (108 bytes)"
 
