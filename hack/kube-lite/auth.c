@@ -401,38 +401,11 @@ static const char *nz(const char *s)
     return s ? s : "";
 }
 
-static json_object *jfield(const json_object *obj, const char *key)
-{
-    json_object *v = NULL;
-    if (obj == NULL || !json_object_object_get_ex(obj, key, &v))
-        return NULL;
-    return v;
-}
-
-/* The string at `key`, or NULL when absent or not a string. */
-static const char *jstr(const json_object *obj, const char *key)
-{
-    json_object *v = jfield(obj, key);
-    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
-/* The i-th string of a list, or NULL for a non-string element. */
-static const char *jitem(const json_object *arr, size_t i)
-{
-    json_object *v = json_object_array_get_idx(arr, i);
-    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
-static size_t jlen(const json_object *arr)
-{
-    return json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
-}
-
 /* True when the string list holds `want` or the wildcard "*". */
 static bool list_matches(const json_object *arr, const char *want)
 {
-    for (size_t i = 0, n = jlen(arr); i < n; i++) {
-        const char *s = jitem(arr, i);
+    for (size_t i = 0, n = kobj_len(arr); i < n; i++) {
+        const char *s = kobj_str_at(arr, i);
         if (s != NULL && (strcmp(s, "*") == 0 || strcmp(s, want) == 0))
             return true;
     }
@@ -444,8 +417,8 @@ static bool list_matches(const json_object *arr, const char *want)
 static bool resource_matches(const json_object *rules, const char *resource, const char *sub)
 {
     size_t rlen = strlen(resource);
-    for (size_t i = 0, n = jlen(rules); i < n; i++) {
-        const char *s = jitem(rules, i);
+    for (size_t i = 0, n = kobj_len(rules); i < n; i++) {
+        const char *s = kobj_str_at(rules, i);
         if (s == NULL)
             continue;
         if (strcmp(s, "*") == 0)
@@ -466,11 +439,11 @@ static bool resource_matches(const json_object *rules, const char *resource, con
 /* No names listed means every name; otherwise the request must name one. */
 static bool resource_name_matches(const json_object *names, const char *name)
 {
-    size_t n = jlen(names);
+    size_t n = kobj_len(names);
     if (n == 0)
         return true;
     for (size_t i = 0; i < n; i++) {
-        const char *s = jitem(names, i);
+        const char *s = kobj_str_at(names, i);
         if (s != NULL && strcmp(s, name) == 0)
             return true;
     }
@@ -492,15 +465,15 @@ static bool url_matches(const char *pattern, const char *path)
 
 static bool rule_allows(const json_object *rule, const kl_attrs *a)
 {
-    if (!list_matches(jfield(rule, "verbs"), nz(a->verb)))
+    if (!list_matches(kobj_get(rule, "verbs"), nz(a->verb)))
         return false;
     if (a->resource_request)
-        return list_matches(jfield(rule, "apiGroups"), nz(a->group)) &&
-               resource_matches(jfield(rule, "resources"), nz(a->resource), nz(a->subresource)) &&
-               resource_name_matches(jfield(rule, "resourceNames"), nz(a->name));
-    const json_object *urls = jfield(rule, "nonResourceURLs");
-    for (size_t i = 0, n = jlen(urls); i < n; i++) {
-        const char *s = jitem(urls, i);
+        return list_matches(kobj_get(rule, "apiGroups"), nz(a->group)) &&
+               resource_matches(kobj_get(rule, "resources"), nz(a->resource), nz(a->subresource)) &&
+               resource_name_matches(kobj_get(rule, "resourceNames"), nz(a->name));
+    const json_object *urls = kobj_get(rule, "nonResourceURLs");
+    for (size_t i = 0, n = kobj_len(urls); i < n; i++) {
+        const char *s = kobj_str_at(urls, i);
         if (s != NULL && url_matches(s, nz(a->path)))
             return true;
     }
@@ -511,7 +484,7 @@ static bool rule_allows(const json_object *rule, const kl_attrs *a)
  * request's); a ClusterRoleBinding has none, so such a subject never matches. */
 static bool subject_applies(const json_object *s, const kl_user *u, const char *binding_ns)
 {
-    const char *kind = jstr(s, "kind"), *name = jstr(s, "name");
+    const char *kind = kobj_str(s, "kind"), *name = kobj_str(s, "name");
     if (kind == NULL || name == NULL)
         return false;
     if (strcmp(kind, "User") == 0)
@@ -520,7 +493,7 @@ static bool subject_applies(const json_object *s, const kl_user *u, const char *
         return user_in_group(u, name);
     if (strcmp(kind, "ServiceAccount") != 0)
         return false;
-    const char *ns = nz(jstr(s, "namespace"));
+    const char *ns = nz(kobj_str(s, "namespace"));
     if (*ns == '\0')
         ns = binding_ns;
     if (*ns == '\0')
@@ -546,8 +519,8 @@ typedef struct rbac_walk {
  * ClusterRoleBinding can only refer to a ClusterRole. */
 static const json_object *role_of(const rbac_walk *w, const json_object *binding)
 {
-    const json_object *ref = jfield(binding, "roleRef");
-    const char *kind = jstr(ref, "kind"), *name = jstr(ref, "name");
+    const json_object *ref = kobj_get(binding, "roleRef");
+    const char *kind = kobj_str(ref, "kind"), *name = kobj_str(ref, "name");
     if (kind == NULL || name == NULL || w->v->get == NULL)
         return NULL;
     if (strcmp(kind, "ClusterRole") == 0)
@@ -560,15 +533,15 @@ static const json_object *role_of(const rbac_walk *w, const json_object *binding
 static bool visit_binding(void *fud, const json_object *binding)
 {
     rbac_walk *w = fud;
-    const json_object *subjects = jfield(binding, "subjects");
+    const json_object *subjects = kobj_get(binding, "subjects");
     bool applies = false;
-    for (size_t i = 0, n = jlen(subjects); i < n && !applies; i++)
-        applies = subject_applies(json_object_array_get_idx(subjects, i), w->u, w->ns);
+    for (size_t i = 0, n = kobj_len(subjects); i < n && !applies; i++)
+        applies = subject_applies(kobj_at(subjects, i), w->u, w->ns);
     if (!applies)
         return false;
-    const json_object *rules = jfield(role_of(w, binding), "rules");
-    for (size_t i = 0, n = jlen(rules); i < n; i++) {
-        if (rule_allows(json_object_array_get_idx(rules, i), w->a)) {
+    const json_object *rules = kobj_get(role_of(w, binding), "rules");
+    for (size_t i = 0, n = kobj_len(rules); i < n; i++) {
+        if (rule_allows(kobj_at(rules, i), w->a)) {
             w->allowed = true;
             return true;
         }

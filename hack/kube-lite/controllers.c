@@ -28,6 +28,7 @@
 #include <json-c/linkhash.h>
 #include <openssl/evp.h>
 
+#include "kobj/kobj.h"
 #include "kube-lite/kl.h"
 #include "obs/obs.h"
 
@@ -49,32 +50,6 @@ struct kl_controllers {
      * so a stale entry costs nothing. */
     struct lh_table *claim_pv;
 };
-
-static const char *jstr(const json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
-static json_object *jget(const json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (!o || !json_object_object_get_ex(o, key, &v))
-        return NULL;
-    return v;
-}
-
-static const char *meta_str(const json_object *o, const char *key)
-{
-    return jstr(jget(o, "metadata"), key);
-}
-
-static const char *annotation(const json_object *o, const char *key)
-{
-    return jstr(jget(jget(o, "metadata"), "annotations"), key);
-}
 
 static void kick(void *ud)
 {
@@ -141,8 +116,9 @@ static bool find_pv_for_claim(void *ud, const kl_obj *o)
     struct claim_search *s = ud;
     json_object *tree = kl_obj_tree(o);
     bool found = false;
-    json_object *ref = jget(jget(tree, "spec"), "claimRef");
-    const char *ns = jstr(ref, "namespace"), *name = jstr(ref, "name"), *uid = jstr(ref, "uid");
+    json_object *ref = kobj_get(kobj_get(tree, "spec"), "claimRef");
+    const char *ns = kobj_str(ref, "namespace"), *name = kobj_str(ref, "name"),
+               *uid = kobj_str(ref, "uid");
     if (ns && name && strcmp(ns, s->ns) == 0 && strcmp(name, s->name) == 0 &&
         !(uid && *uid && s->uid && strcmp(uid, s->uid) != 0)) {
         s->found = util_strdup(o->name);
@@ -160,8 +136,8 @@ static void free_index_entry(struct lh_entry *e)
 
 static void index_pv(kl_controllers *c, const char *pv_name, json_object *pv)
 {
-    json_object *ref = jget(jget(pv, "spec"), "claimRef");
-    const char *ns = jstr(ref, "namespace"), *name = jstr(ref, "name");
+    json_object *ref = kobj_get(kobj_get(pv, "spec"), "claimRef");
+    const char *ns = kobj_str(ref, "namespace"), *name = kobj_str(ref, "name");
     if (!ns || !name)
         return;
     char *key = util_asprintf("%s/%s", ns, name);
@@ -212,15 +188,15 @@ static void reconcile_pvc(kl_controllers *c, const char *ns, const char *name)
     json_object *obj = pvc;
     char path[600];
     snprintf(path, sizeof(path), "/api/v1/namespaces/%s/persistentvolumeclaims/%s", ns, name);
-    const char *vol = jstr(jget(obj, "spec"), "volumeName");
-    const char *phase = jstr(jget(obj, "status"), "phase");
-    if (meta_str(obj, "deletionTimestamp")) {
+    const char *vol = kobj_str(kobj_get(obj, "spec"), "volumeName");
+    const char *phase = kobj_str(kobj_get(obj, "status"), "phase");
+    if (kobj_meta_str(obj, "deletionTimestamp")) {
         json_object_put(pvc);
         return;
     }
     if (!vol || !*vol) {
-        struct claim_search s = {ns, name, meta_str(obj, "uid"),
-                                 pv_for_claim(c, ns, name, meta_str(obj, "uid"))};
+        struct claim_search s = {ns, name, kobj_meta_str(obj, "uid"),
+                                 pv_for_claim(c, ns, name, kobj_meta_str(obj, "uid"))};
         if (s.found) {
             json_object *pv = get(c, T_PV, NULL, s.found);
             if (pv) {
@@ -232,10 +208,11 @@ static void reconcile_pvc(kl_controllers *c, const char *ns, const char *name)
                 patch(c, path, p);
                 json_object *st = json_object_new_object();
                 json_object_object_add(st, "phase", json_object_new_string("Bound"));
-                json_object *v = NULL;
-                if (json_object_object_get_ex(jget(pv, "spec"), "accessModes", &v))
+                json_object *v = kobj_arr(kobj_obj(pv, "spec"), "accessModes");
+                if (v)
                     json_object_object_add(st, "accessModes", json_object_get(v));
-                if (json_object_object_get_ex(jget(pv, "spec"), "capacity", &v))
+                v = kobj_obj(kobj_obj(pv, "spec"), "capacity");
+                if (v)
                     json_object_object_add(st, "capacity", json_object_get(v));
                 json_object *sp = json_object_new_object();
                 json_object_object_add(sp, "status", st);
@@ -250,14 +227,14 @@ static void reconcile_pvc(kl_controllers *c, const char *ns, const char *name)
             return;
         }
         /* Nothing to bind yet: ask for provisioning if the class names a provisioner. */
-        const char *scname = jstr(jget(obj, "spec"), "storageClassName");
+        const char *scname = kobj_str(kobj_get(obj, "spec"), "storageClassName");
         json_object *sc = get(c, T_SC, NULL, scname);
-        const char *prov = sc ? jstr(sc, "provisioner") : NULL;
-        const char *mode = sc ? jstr(sc, "volumeBindingMode") : NULL;
+        const char *prov = sc ? kobj_str(sc, "provisioner") : NULL;
+        const char *mode = sc ? kobj_str(sc, "volumeBindingMode") : NULL;
         bool wffc = mode && strcmp(mode, "WaitForFirstConsumer") == 0;
-        bool ready = !wffc || annotation(obj, "volume.kubernetes.io/selected-node");
+        bool ready = !wffc || kobj_annotation(obj, "volume.kubernetes.io/selected-node");
         if (prov && ready && strcmp(prov, "kubernetes.io/no-provisioner") != 0) {
-            const char *have = annotation(obj, "volume.kubernetes.io/storage-provisioner");
+            const char *have = kobj_annotation(obj, "volume.kubernetes.io/storage-provisioner");
             if (!have || strcmp(have, prov) != 0)
                 patch(c, path,
                       annotations_patch("volume.kubernetes.io/storage-provisioner", prov,
@@ -284,21 +261,21 @@ static void reconcile_pv(kl_controllers *c, const char *name)
         return;
     char path[600];
     snprintf(path, sizeof(path), "/api/v1/persistentvolumes/%s/status", name);
-    json_object *ref = jget(jget(pv, "spec"), "claimRef");
-    const char *phase = jstr(jget(pv, "status"), "phase");
+    json_object *ref = kobj_get(kobj_get(pv, "spec"), "claimRef");
+    const char *phase = kobj_str(kobj_get(pv, "status"), "phase");
     const char *want = NULL;
     if (!ref) {
         want = "Available";
     } else {
-        const char *ns = jstr(ref, "namespace"), *cname = jstr(ref, "name");
-        const char *uid = jstr(ref, "uid");
+        const char *ns = kobj_str(ref, "namespace"), *cname = kobj_str(ref, "name");
+        const char *uid = kobj_str(ref, "uid");
         json_object *pvc = get(c, T_PVC, ns, cname);
-        const char *pvc_uid = pvc ? meta_str(pvc, "uid") : NULL;
+        const char *pvc_uid = pvc ? kobj_meta_str(pvc, "uid") : NULL;
         if (!pvc || (uid && *uid && (!pvc_uid || strcmp(uid, pvc_uid) != 0))) {
             if (uid && *uid)
                 want = "Released";
         } else {
-            const char *vol = jstr(jget(pvc, "spec"), "volumeName");
+            const char *vol = kobj_str(kobj_get(pvc, "spec"), "volumeName");
             if (vol && strcmp(vol, name) == 0) {
                 want = "Bound";
                 if (!uid || !*uid) {
@@ -342,7 +319,7 @@ static bool attach_required(kl_controllers *c, const char *driver)
     json_object *d = get(c, T_CSIDRIVER, NULL, driver);
     if (!d)
         return true; /* no CSIDriver object: Kubernetes attaches */
-    json_object *v = jget(jget(d, "spec"), "attachRequired");
+    json_object *v = kobj_get(kobj_get(d, "spec"), "attachRequired");
     bool req = !v || json_object_get_boolean(v);
     json_object_put(d);
     return req;
@@ -353,22 +330,22 @@ static void reconcile_pod(kl_controllers *c, const char *ns, const char *name)
     json_object *pod = get(c, T_POD, ns, name);
     if (!pod)
         return;
-    const char *node = jstr(jget(pod, "spec"), "nodeName");
-    json_object *vols = jget(jget(pod, "spec"), "volumes");
-    size_t n =
-        vols && json_object_is_type(vols, json_type_array) ? json_object_array_length(vols) : 0;
+    const char *node = kobj_str(kobj_get(pod, "spec"), "nodeName");
+    json_object *vols = kobj_get(kobj_get(pod, "spec"), "volumes");
+    size_t n = kobj_len(vols);
     for (size_t i = 0; node && *node && i < n; i++) {
         const char *claim =
-            jstr(jget(json_object_array_get_idx(vols, i), "persistentVolumeClaim"), "claimName");
+            kobj_str(kobj_get(kobj_at(vols, i), "persistentVolumeClaim"), "claimName");
         json_object *pvc = get(c, T_PVC, ns, claim);
         if (!pvc)
             continue;
-        const char *vol = jstr(jget(pvc, "spec"), "volumeName");
+        const char *vol = kobj_str(kobj_get(pvc, "spec"), "volumeName");
         if (!vol || !*vol) {
-            json_object *sc = get(c, T_SC, NULL, jstr(jget(pvc, "spec"), "storageClassName"));
-            const char *mode = sc ? jstr(sc, "volumeBindingMode") : NULL;
+            json_object *sc =
+                get(c, T_SC, NULL, kobj_str(kobj_get(pvc, "spec"), "storageClassName"));
+            const char *mode = sc ? kobj_str(sc, "volumeBindingMode") : NULL;
             if (mode && strcmp(mode, "WaitForFirstConsumer") == 0 &&
-                !annotation(pvc, "volume.kubernetes.io/selected-node")) {
+                !kobj_annotation(pvc, "volume.kubernetes.io/selected-node")) {
                 char path[600];
                 snprintf(path, sizeof(path), "/api/v1/namespaces/%s/persistentvolumeclaims/%s", ns,
                          claim);
@@ -380,8 +357,8 @@ static void reconcile_pod(kl_controllers *c, const char *ns, const char *name)
             continue;
         }
         json_object *pv = get(c, T_PV, NULL, vol);
-        json_object *csi = pv ? jget(jget(pv, "spec"), "csi") : NULL;
-        const char *driver = jstr(csi, "driver"), *handle = jstr(csi, "volumeHandle");
+        json_object *csi = pv ? kobj_get(kobj_get(pv, "spec"), "csi") : NULL;
+        const char *driver = kobj_str(csi, "driver"), *handle = kobj_str(csi, "volumeHandle");
         if (driver && handle && attach_required(c, driver)) {
             char vaname[72];
             va_name(handle, driver, node, vaname);
@@ -417,17 +394,16 @@ static bool pod_uses(void *ud, const kl_obj *o)
     if (!o->ns || strcmp(o->ns, u->claim_ns) != 0)
         return false;
     json_object *tree = kl_obj_tree(o);
-    const char *node = jstr(jget(tree, "spec"), "nodeName");
-    if (!node || strcmp(node, u->node) != 0 || meta_str(tree, "deletionTimestamp")) {
+    const char *node = kobj_str(kobj_get(tree, "spec"), "nodeName");
+    if (!node || strcmp(node, u->node) != 0 || kobj_meta_str(tree, "deletionTimestamp")) {
         json_object_put(tree);
         return false;
     }
-    json_object *vols = jget(jget(tree, "spec"), "volumes");
-    size_t n =
-        vols && json_object_is_type(vols, json_type_array) ? json_object_array_length(vols) : 0;
+    json_object *vols = kobj_get(kobj_get(tree, "spec"), "volumes");
+    size_t n = kobj_len(vols);
     for (size_t i = 0; i < n && !u->used; i++) {
         const char *claim =
-            jstr(jget(json_object_array_get_idx(vols, i), "persistentVolumeClaim"), "claimName");
+            kobj_str(kobj_get(kobj_at(vols, i), "persistentVolumeClaim"), "claimName");
         if (claim && strcmp(claim, u->claim_name) == 0)
             u->used = true;
     }
@@ -446,10 +422,10 @@ static bool collect_va(void *ud, const kl_obj *o)
 {
     struct va_list_ctx *l = ud;
     json_object *tree = kl_obj_tree(o);
-    json_object *spec = jget(tree, "spec");
-    const char *pv = jstr(jget(spec, "source"), "persistentVolumeName");
-    const char *node = jstr(spec, "nodeName");
-    if (!pv || !node || meta_str(tree, "deletionTimestamp")) {
+    json_object *spec = kobj_get(tree, "spec");
+    const char *pv = kobj_str(kobj_get(spec, "source"), "persistentVolumeName");
+    const char *node = kobj_str(spec, "nodeName");
+    if (!pv || !node || kobj_meta_str(tree, "deletionTimestamp")) {
         json_object_put(tree);
         return false;
     }
@@ -476,8 +452,8 @@ static void reconcile_detach(kl_controllers *c)
     kl_store_each(c->store, c->t[T_VA], NULL, collect_va, &l);
     for (size_t i = 0; i < l.n; i++) {
         json_object *pv = get(c, T_PV, NULL, l.pvs[i]);
-        json_object *ref = pv ? jget(jget(pv, "spec"), "claimRef") : NULL;
-        struct va_use u = {l.nodes[i], jstr(ref, "namespace"), jstr(ref, "name"), false};
+        json_object *ref = pv ? kobj_get(kobj_get(pv, "spec"), "claimRef") : NULL;
+        struct va_use u = {l.nodes[i], kobj_str(ref, "namespace"), kobj_str(ref, "name"), false};
         if (u.claim_ns && u.claim_name)
             kl_store_each(c->store, c->t[T_POD], NULL, pod_uses, &u);
         json_object_put(pv);
@@ -507,7 +483,7 @@ static bool collect_terminating(void *ud, const kl_obj *o)
 {
     struct ns_list *l = ud;
     json_object *tree = kl_obj_tree(o);
-    bool deleting = meta_str(tree, "deletionTimestamp") != NULL;
+    bool deleting = kobj_meta_str(tree, "deletionTimestamp") != NULL;
     json_object_put(tree);
     if (!deleting)
         return false;
@@ -644,7 +620,7 @@ static void handle(kl_controllers *c, int which, const kl_event *e)
             reconcile_pvc(c, ns, name);
         if (c->o.binder && e->type == KL_DELETED) {
             /* Its PV becomes Released. */
-            const char *vol = jstr(jget(tree, "spec"), "volumeName");
+            const char *vol = kobj_str(kobj_get(tree, "spec"), "volumeName");
             if (vol && *vol) {
                 reconcile_pv(c, vol);
             } else {
@@ -668,9 +644,9 @@ static void handle(kl_controllers *c, int which, const kl_event *e)
         if (e->type != KL_DELETED)
             index_pv(c, name, tree);
         reconcile_pv(c, name);
-        json_object *ref = jget(jget(tree, "spec"), "claimRef");
+        json_object *ref = kobj_get(kobj_get(tree, "spec"), "claimRef");
         if (ref && e->type != KL_DELETED)
-            reconcile_pvc(c, jstr(ref, "namespace"), jstr(ref, "name"));
+            reconcile_pvc(c, kobj_str(ref, "namespace"), kobj_str(ref, "name"));
         break;
     }
     case T_POD:
@@ -686,7 +662,7 @@ static void handle(kl_controllers *c, int which, const kl_event *e)
         resync(c);
         break;
     case T_NS:
-        if (c->o.namespaces && meta_str(tree, "deletionTimestamp"))
+        if (c->o.namespaces && kobj_meta_str(tree, "deletionTimestamp"))
             reconcile_namespaces(c);
         break;
     default:

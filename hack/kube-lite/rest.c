@@ -38,22 +38,6 @@ struct kl_api {
 
 /* ---- small helpers ----------------------------------------------------------- */
 
-static const char *jstr(const json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
-static json_object *jobj(const json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_object))
-        return NULL;
-    return v;
-}
-
 /* json-c's copy and compare take non-const pointers but modify nothing. */
 static json_object *jcopy(const json_object *src)
 {
@@ -68,12 +52,15 @@ static bool jequal(const json_object *a, const json_object *b)
     return json_object_equal((json_object *)a, (json_object *)b) != 0;
 }
 
+/* metadata, created when absent; bodies were shape-checked, so a metadata
+ * of another type only comes from kube-lite itself and is replaced. */
 static json_object *meta_of(json_object *obj)
 {
-    json_object *m = jobj(obj, "metadata");
+    json_object *m = kobj_ensure_obj(obj, "metadata");
     if (!m) {
         m = json_object_new_object();
-        json_object_object_add(obj, "metadata", m);
+        kobj_set(obj, "metadata", json_object_get(m));
+        json_object_put(m);
     }
     return m;
 }
@@ -1228,9 +1215,7 @@ struct write_ctx {
 
 static bool has_finalizers(const json_object *obj)
 {
-    json_object *f = NULL;
-    return json_object_object_get_ex(jobj(obj, "metadata"), "finalizers", &f) &&
-           json_object_is_type(f, json_type_array) && json_object_array_length(f) > 0;
+    return kobj_len(kobj_arr(kobj_obj(obj, "metadata"), "finalizers")) > 0;
 }
 
 static void copy_field(json_object *dst, const json_object *src, const char *key)
@@ -1247,7 +1232,7 @@ static void copy_field(json_object *dst, const json_object *src, const char *key
 /* Equal apart from metadata.resourceVersion and managedFields. */
 static bool same_object(const json_object *a, json_object *b)
 {
-    json_object *ma = jobj(a, "metadata"), *mb = jobj(b, "metadata");
+    json_object *ma = kobj_obj(a, "metadata"), *mb = kobj_obj(b, "metadata");
     json_object *rv = NULL, *mf = NULL;
     if (mb && json_object_object_get_ex(mb, "resourceVersion", &rv))
         json_object_get(rv);
@@ -1258,7 +1243,7 @@ static bool same_object(const json_object *a, json_object *b)
         json_object_object_del(mb, "managedFields");
     }
     json_object *ca = jcopy(a);
-    json_object *cma = jobj(ca, "metadata");
+    json_object *cma = kobj_obj(ca, "metadata");
     if (cma) {
         json_object_object_del(cma, "resourceVersion");
         json_object_object_del(cma, "managedFields");
@@ -1323,8 +1308,8 @@ static void finish_update(struct write_ctx *c, const kl_obj *cur, json_object *o
     const kl_type *t = c->t;
     json_object *old = cur->obj;
     json_object *meta = meta_of(obj);
-    const char *want_rv = jstr(meta, "resourceVersion");
-    const char *cur_rv = jstr(jobj(old, "metadata"), "resourceVersion");
+    const char *want_rv = kobj_str(meta, "resourceVersion");
+    const char *cur_rv = kobj_str(kobj_obj(old, "metadata"), "resourceVersion");
     if (check_rv && want_rv && *want_rv && strcmp(want_rv, cur_rv ? cur_rv : "") != 0) {
         json_object_put(obj);
         mut_error(m, conflict(t, c->name));
@@ -1339,7 +1324,7 @@ static void finish_update(struct write_ctx *c, const kl_obj *cur, json_object *o
         mut_error(m, invalid(t, c->name, e));
         return;
     }
-    const char *body_name = jstr(meta, "name");
+    const char *body_name = kobj_str(meta, "name");
     if (body_name && strcmp(body_name, c->name) != 0) {
         json_object_put(obj);
         mut_error(m,
@@ -1365,7 +1350,7 @@ static void finish_update(struct write_ctx *c, const kl_obj *cur, json_object *o
         copy_field(obj, old, "status");
     }
     /* System fields are the server's. */
-    json_object *old_meta = jobj(old, "metadata");
+    json_object *old_meta = kobj_obj(old, "metadata");
     copy_field(meta, old_meta, "uid");
     copy_field(meta, old_meta, "creationTimestamp");
     copy_field(meta, old_meta, "deletionTimestamp");
@@ -1390,7 +1375,7 @@ static void finish_update(struct write_ctx *c, const kl_obj *cur, json_object *o
     }
     kl_errs_free(errs);
 
-    if (jstr(old_meta, "deletionTimestamp") && !has_finalizers(obj)) {
+    if (kobj_str(old_meta, "deletionTimestamp") && !has_finalizers(obj)) {
         json_object_put(obj);
         if (c->dry_run) {
             m->kind = KL_MUT_NOOP;
@@ -1464,15 +1449,15 @@ static void mutate_patch(void *ud, const kl_obj *cur, kl_mut *m)
     }
     /* A resourceVersion in the patch is a precondition; otherwise none. */
     const char *prv =
-        c->patch == PATCH_JSON ? NULL : jstr(jobj(c->body, "metadata"), "resourceVersion");
-    const char *cur_rv = jstr(jobj(cur->obj, "metadata"), "resourceVersion");
+        c->patch == PATCH_JSON ? NULL : kobj_str(kobj_obj(c->body, "metadata"), "resourceVersion");
+    const char *cur_rv = kobj_str(kobj_obj(cur->obj, "metadata"), "resourceVersion");
     if (prv && strcmp(prv, cur_rv ? cur_rv : "") != 0) {
         json_object_put(out);
         mut_error(m, conflict(c->t, c->name));
         return;
     }
     if (c->patch == PATCH_JSON) {
-        const char *orv = jstr(jobj(out, "metadata"), "resourceVersion");
+        const char *orv = kobj_str(kobj_obj(out, "metadata"), "resourceVersion");
         if (orv && strcmp(orv, cur_rv ? cur_rv : "") != 0) {
             json_object_put(out);
             mut_error(m, conflict(c->t, c->name));
@@ -1688,8 +1673,8 @@ static void do_create(kl_api *a, const kl_request *req, const struct route *rt, 
         json_object_put(obj);
         return;
     }
-    const char *kind = jstr(obj, "kind");
-    const char *apiv = jstr(obj, "apiVersion");
+    const char *kind = kobj_str(obj, "kind");
+    const char *apiv = kobj_str(obj, "apiVersion");
     if ((kind && strcmp(kind, t->kind) != 0) ||
         (apiv && strcmp(apiv, kl_type_api_version(t)) != 0)) {
         json_object *st = status_new(400, "BadRequest", NULL, NULL,
@@ -1707,7 +1692,7 @@ static void do_create(kl_api *a, const kl_request *req, const struct route *rt, 
         return;
     }
     json_object *meta = meta_of(obj);
-    const char *bns = jstr(meta, "namespace");
+    const char *bns = kobj_str(meta, "namespace");
     if (t->namespaced && bns && *bns && strcmp(bns, rt->ns) != 0) {
         fail(r, 400, "BadRequest", NULL, NULL,
              "the namespace of the provided object does not match the namespace sent on the "
@@ -1715,7 +1700,7 @@ static void do_create(kl_api *a, const kl_request *req, const struct route *rt, 
         json_object_put(obj);
         return;
     }
-    const char *brv = jstr(meta, "resourceVersion");
+    const char *brv = kobj_str(meta, "resourceVersion");
     if (brv && *brv) {
         fail(r, 500, NULL, NULL, NULL,
              "resourceVersion should not be set on objects to be created");
@@ -1728,8 +1713,8 @@ static void do_create(kl_api *a, const kl_request *req, const struct route *rt, 
         return;
     }
     /* Copies: prepare_create replaces metadata.name in the tree. */
-    char *name = util_strdup(jstr(meta, "name"));
-    char *gen = util_strdup(jstr(meta, "generateName"));
+    char *name = util_strdup(kobj_str(meta, "name"));
+    char *gen = util_strdup(kobj_str(meta, "generateName"));
     if ((!name || !*name) && (!gen || !*gen)) {
         kl_errs *e = kl_errs_new();
         kl_errs_add(e, KL_REQUIRED, "metadata.name",
@@ -1979,8 +1964,8 @@ static void mutate_delete(void *ud, const kl_obj *cur, kl_mut *m)
         mut_error(m, not_found(c->t, c->name));
         return;
     }
-    json_object *meta = jobj(cur->obj, "metadata");
-    const char *uid = jstr(meta, "uid"), *rv = jstr(meta, "resourceVersion");
+    json_object *meta = kobj_obj(cur->obj, "metadata");
+    const char *uid = kobj_str(meta, "uid"), *rv = kobj_str(meta, "resourceVersion");
     if ((o->uid && strcmp(o->uid, uid ? uid : "") != 0) ||
         (o->rv && strcmp(o->rv, rv ? rv : "") != 0)) {
         mut_error(m,
@@ -1994,7 +1979,7 @@ static void mutate_delete(void *ud, const kl_obj *cur, kl_mut *m)
     }
     bool is_ns = strcmp(c->t->resource, "namespaces") == 0 && !c->t->group[0];
     if (has_finalizers(cur->obj) || is_ns) {
-        if (jstr(meta, "deletionTimestamp")) {
+        if (kobj_str(meta, "deletionTimestamp")) {
             m->kind = KL_MUT_NOOP;
             return;
         }
@@ -2009,7 +1994,7 @@ static void mutate_delete(void *ud, const kl_obj *cur, kl_mut *m)
             json_object_object_add(nm, "generation",
                                    json_object_new_int64(json_object_get_int64(g) + 1));
         if (is_ns) {
-            json_object *st = jobj(obj, "status");
+            json_object *st = kobj_obj(obj, "status");
             if (!st) {
                 st = json_object_new_object();
                 json_object_object_add(obj, "status", st);
@@ -2046,7 +2031,7 @@ static void delete_answer(kl_response *r, const struct write_ctx *c, kl_mut_kind
             json_object_object_add(d, "group", json_object_new_string(c->t->group));
         json_object_object_add(d, "kind", json_object_new_string(c->t->resource));
         json_object *tree = res ? kl_obj_tree(res) : NULL;
-        const char *uid = jstr(jobj(tree, "metadata"), "uid");
+        const char *uid = kobj_str(kobj_obj(tree, "metadata"), "uid");
         if (uid)
             json_object_object_add(d, "uid", json_object_new_string(uid));
         json_object_put(tree);
@@ -2064,13 +2049,44 @@ static void read_delete_opts(const kl_request *req, json_object **holder, struct
     *holder = NULL;
     if (req->body && req->body_len)
         *holder = json_tokener_parse(req->body);
-    json_object *pre = jobj(*holder, "preconditions");
-    o->uid = jstr(pre, "uid");
-    o->rv = jstr(pre, "resourceVersion");
-    json_object *dr = NULL;
-    o->dry_run = query(req, "dryRun") != NULL ||
-                 (json_object_object_get_ex(*holder, "dryRun", &dr) &&
-                  json_object_is_type(dr, json_type_array) && json_object_array_length(dr) > 0);
+    json_object *pre = kobj_obj(*holder, "preconditions");
+    o->uid = kobj_str(pre, "uid");
+    o->rv = kobj_str(pre, "resourceVersion");
+    o->dry_run = query(req, "dryRun") != NULL || kobj_len(kobj_arr(*holder, "dryRun")) > 0;
+}
+
+/* DeleteOptions' fields as metav1.DeleteOptions decodes them; NULL or the
+ * reason the body is refused (400). */
+static const char *bad_delete_opts(const kl_request *req, const json_object *holder)
+{
+    if (!req->body || !req->body_len)
+        return NULL;
+    if (!kobj_typed(holder, json_type_object))
+        return "the body of a DELETE must be a DeleteOptions object";
+    static const struct {
+        const char *key;
+        json_type type;
+    } fields[] = {{"kind", json_type_string},
+                  {"apiVersion", json_type_string},
+                  {"propagationPolicy", json_type_string},
+                  {"preconditions", json_type_object},
+                  {"dryRun", json_type_array},
+                  {"orphanDependents", json_type_boolean}};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        json_object *v = kobj_get(holder, fields[i].key);
+        if (v && !json_object_is_type(v, fields[i].type))
+            return "DeleteOptions: a field has the wrong JSON type";
+    }
+    int64_t grace = 0;
+    json_object *pre = kobj_obj(holder, "preconditions");
+    if (kobj_int64(holder, "gracePeriodSeconds", &grace) == -EINVAL ||
+        (kobj_get(pre, "uid") && !kobj_str(pre, "uid")) ||
+        (kobj_get(pre, "resourceVersion") && !kobj_str(pre, "resourceVersion")))
+        return "DeleteOptions: a field has the wrong JSON type";
+    for (size_t i = 0; i < kobj_len(kobj_arr(holder, "dryRun")); i++)
+        if (!kobj_str_at(kobj_arr(holder, "dryRun"), i))
+            return "DeleteOptions: dryRun must be a list of strings";
+    return NULL;
 }
 
 static void delete_one(kl_api *a, const struct route *rt, const char *name,
@@ -2101,7 +2117,11 @@ static void do_delete(kl_api *a, const kl_request *req, const struct route *rt, 
     json_object *holder = NULL;
     struct delete_opts o;
     read_delete_opts(req, &holder, &o);
-    delete_one(a, rt, rt->name, &o, r);
+    const char *bad = bad_delete_opts(req, holder);
+    if (bad)
+        fail(r, 400, "BadRequest", NULL, NULL, bad);
+    else
+        delete_one(a, rt, rt->name, &o, r);
     json_object_put(holder);
 }
 
@@ -2114,6 +2134,13 @@ static void do_delete_collection(kl_api *a, const kl_request *req, const struct 
     json_object *holder = NULL;
     struct delete_opts o;
     read_delete_opts(req, &holder, &o);
+    const char *bad = bad_delete_opts(req, holder);
+    if (bad) {
+        fail(r, 400, "BadRequest", NULL, NULL, bad);
+        json_object_put(holder);
+        filter_clear(&f);
+        return;
+    }
     kl_obj **items = NULL;
     size_t n = 0;
     uint64_t rv = 0;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kobj/kobj.h"
 #include "kube-lite/kl.h"
 
 /* A pointer as %#v prints it; real addresses vary per run, so any fixed
@@ -84,62 +85,16 @@ static char *sb_done(sbuf *b)
     return b->s ? b->s : util_strdup("");
 }
 
-/* A member of an object; NULL when absent, null, or `o` is not an object. */
-static json_object *get(const json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (o == NULL || !json_object_is_type(o, json_type_object))
-        return NULL;
-    if (!json_object_object_get_ex(o, key, &v))
-        return NULL;
-    return v;
-}
-
-/* The value at a dotted path ("spec.csi.driver"). */
-static json_object *at(const json_object *o, const char *path)
-{
-    char buf[256];
-    const char *p = path;
-    json_object *cur = (json_object *)o;
-    while (cur != NULL && *p) {
-        const char *dot = strchr(p, '.');
-        size_t n = dot ? (size_t)(dot - p) : strlen(p);
-        if (n >= sizeof(buf))
-            return NULL;
-        memcpy(buf, p, n);
-        buf[n] = '\0';
-        cur = get(cur, buf);
-        p = dot ? dot + 1 : p + n;
-    }
-    return cur;
-}
-
+/* The string `v` is, or NULL (kobj reads members; this reads values). */
 static const char *str(const json_object *v)
 {
-    if (v == NULL || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string((json_object *)v);
-}
-
-/* The string at a path, or NULL. */
-static const char *sat(const json_object *o, const char *path)
-{
-    return str(at(o, path));
+    json_object *s = kobj_typed(v, json_type_string);
+    return s ? json_object_get_string(s) : NULL;
 }
 
 static bool empty(const char *s)
 {
     return s == NULL || s[0] == '\0';
-}
-
-static size_t arr_len(const json_object *v)
-{
-    return json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 0;
-}
-
-static json_object *arr_at(const json_object *v, size_t i)
-{
-    return json_object_array_get_idx(v, i);
 }
 
 static bool is(const kl_type *t, const char *group, const char *resource)
@@ -191,12 +146,12 @@ static bool jeq(const json_object *a, const json_object *b)
     case json_type_object: {
         json_object_object_foreach((json_object *)a, k, va)
         {
-            if (!jeq(va, get(b, k)))
+            if (!jeq(va, kobj_get(b, k)))
                 return false;
         }
         json_object_object_foreach((json_object *)b, k2, vb)
         {
-            if (!jeq(get(a, k2), vb))
+            if (!jeq(kobj_get(a, k2), vb))
                 return false;
         }
         return true;
@@ -206,7 +161,7 @@ static bool jeq(const json_object *a, const json_object *b)
         if (n != json_object_array_length(b))
             return false;
         for (size_t i = 0; i < n; i++)
-            if (!jeq(arr_at(a, i), arr_at(b, i)))
+            if (!jeq(kobj_at(a, i), kobj_at(b, i)))
                 return false;
         return true;
     }
@@ -695,7 +650,7 @@ static bool qty_or_error(kl_errs *e, const char *f, const json_object *v, int64_
 /* []T{"a", "b"} or []T(nil). */
 static char *go_strings(const char *type, const json_object *arr)
 {
-    size_t n = arr_len(arr);
+    size_t n = kobj_len(arr);
     if (n == 0 && arr == NULL)
         return util_asprintf("%s(nil)", type);
     sbuf b = {0};
@@ -704,7 +659,7 @@ static char *go_strings(const char *type, const json_object *arr)
     for (size_t i = 0; i < n; i++) {
         if (i)
             sb_add(&b, ", ");
-        const char *s = str(arr_at(arr, i));
+        const char *s = str(kobj_at(arr, i));
         sb_take(&b, kl_quote(s ? s : ""));
     }
     sb_add(&b, "}");
@@ -737,7 +692,7 @@ static char *go_string_map(const char *type, const json_object *m)
             sb_add(&b, ", ");
         sb_take(&b, kl_quote(keys[i]));
         sb_add(&b, ":");
-        const char *s = str(get(m, keys[i]));
+        const char *s = str(kobj_get(m, keys[i]));
         sb_take(&b, kl_quote(s ? s : ""));
     }
     sb_add(&b, "}");
@@ -753,13 +708,14 @@ static const char *go_ptr(const json_object *v)
 
 static char *go_va_spec(const json_object *spec)
 {
-    char *attacher = kl_quote(sat(spec, "attacher") ? sat(spec, "attacher") : "");
-    char *node = kl_quote(sat(spec, "nodeName") ? sat(spec, "nodeName") : "");
+    char *attacher =
+        kl_quote(kobj_path_str(spec, "attacher") ? kobj_path_str(spec, "attacher") : "");
+    char *node = kl_quote(kobj_path_str(spec, "nodeName") ? kobj_path_str(spec, "nodeName") : "");
     char *s = util_asprintf("storage.VolumeAttachmentSpec{Attacher:%s, "
                             "Source:storage.VolumeAttachmentSource{PersistentVolumeName:(*string)(%"
                             "s), InlineVolumeSpec:(*core.PersistentVolumeSpec)(%s)}, NodeName:%s}",
-                            attacher, go_ptr(at(spec, "source.persistentVolumeName")),
-                            go_ptr(at(spec, "source.inlineVolumeSpec")), node);
+                            attacher, go_ptr(kobj_path(spec, "source.persistentVolumeName")),
+                            go_ptr(kobj_path(spec, "source.inlineVolumeSpec")), node);
     free(attacher);
     free(node);
     return s;
@@ -767,12 +723,12 @@ static char *go_va_spec(const json_object *spec)
 
 static char *go_csinode_driver(const json_object *d)
 {
-    char *name = kl_quote(sat(d, "name") ? sat(d, "name") : "");
-    char *id = kl_quote(sat(d, "nodeID") ? sat(d, "nodeID") : "");
-    char *keys = go_strings("[]string", get(d, "topologyKeys"));
+    char *name = kl_quote(kobj_path_str(d, "name") ? kobj_path_str(d, "name") : "");
+    char *id = kl_quote(kobj_path_str(d, "nodeID") ? kobj_path_str(d, "nodeID") : "");
+    char *keys = go_strings("[]string", kobj_get(d, "topologyKeys"));
     char *s = util_asprintf("storage.CSINodeDriver{Name:%s, NodeID:%s, TopologyKeys:%s, "
                             "Allocatable:(*storage.VolumeNodeResources)(%s)}",
-                            name, id, keys, go_ptr(get(d, "allocatable")));
+                            name, id, keys, go_ptr(kobj_get(d, "allocatable")));
     free(name);
     free(id);
     free(keys);
@@ -783,18 +739,18 @@ static char *go_label_selector(const json_object *sel)
 {
     if (sel == NULL)
         return util_strdup("null");
-    char *labels = go_string_map("map[string]string", get(sel, "matchLabels"));
-    json_object *exprs = get(sel, "matchExpressions");
+    char *labels = go_string_map("map[string]string", kobj_get(sel, "matchLabels"));
+    json_object *exprs = kobj_get(sel, "matchExpressions");
     sbuf b = {0};
     if (exprs == NULL) {
         sb_add(&b, "[]v1.LabelSelectorRequirement(nil)");
     } else {
         sb_add(&b, "[]v1.LabelSelectorRequirement{");
-        for (size_t i = 0; i < arr_len(exprs); i++) {
-            json_object *x = arr_at(exprs, i);
-            char *k = kl_quote(sat(x, "key") ? sat(x, "key") : "");
-            char *op = kl_quote(sat(x, "operator") ? sat(x, "operator") : "");
-            char *vals = go_strings("[]string", get(x, "values"));
+        for (size_t i = 0; i < kobj_len(exprs); i++) {
+            json_object *x = kobj_at(exprs, i);
+            char *k = kl_quote(kobj_path_str(x, "key") ? kobj_path_str(x, "key") : "");
+            char *op = kl_quote(kobj_path_str(x, "operator") ? kobj_path_str(x, "operator") : "");
+            char *vals = go_strings("[]string", kobj_get(x, "values"));
             sb_take(&b, util_asprintf("%sv1.LabelSelectorRequirement{Key:%s, Operator:%s, "
                                       "Values:%s}",
                                       i ? ", " : "", k, op, vals));
@@ -856,9 +812,9 @@ static char *go_diff(const char *type, const json_object *a, const json_object *
         json_object_object_foreach((json_object *)src, k, v)
         {
             (void)v;
-            if (pass == 1 && get(a, k) != NULL)
+            if (pass == 1 && kobj_get(a, k) != NULL)
                 continue; /* already reported from a */
-            json_object *va = get(a, k), *vb = get(b, k);
+            json_object *va = kobj_get(a, k), *vb = kobj_get(b, k);
             if (jeq(va, vb))
                 continue;
             char *name = go_field(k);
@@ -911,7 +867,7 @@ static char *go_time(const json_object *v)
 
 static json_object *ensure_obj(json_object *parent, const char *key)
 {
-    json_object *v = get(parent, key);
+    json_object *v = kobj_get(parent, key);
     if (v == NULL || !json_object_is_type(v, json_type_object)) {
         v = json_object_new_object();
         json_object_object_add(parent, key, v);
@@ -921,7 +877,7 @@ static json_object *ensure_obj(json_object *parent, const char *key)
 
 static void set_default(json_object *o, const char *key, json_object *v)
 {
-    if (get(o, key) == NULL)
+    if (kobj_get(o, key) == NULL)
         json_object_object_add(o, key, v);
     else
         json_object_put(v);
@@ -960,7 +916,7 @@ void kl_apply_defaults(const kl_type *t, json_object *obj)
         set_default(spec, "podInfoOnMount", json_object_new_boolean(0));
         set_default(spec, "storageCapacity", json_object_new_boolean(0));
         set_default(spec, "fsGroupPolicy", json_object_new_string("ReadWriteOnceWithFSType"));
-        if (get(spec, "volumeLifecycleModes") == NULL) {
+        if (kobj_get(spec, "volumeLifecycleModes") == NULL) {
             json_object *modes = json_object_new_array();
             json_object_array_add(modes, json_object_new_string("Persistent"));
             json_object_object_add(spec, "volumeLifecycleModes", modes);
@@ -978,7 +934,7 @@ void kl_apply_defaults(const kl_type *t, json_object *obj)
         set_default(spec, "volumeMode", json_object_new_string("Filesystem"));
     } else if (is(t, "", "secrets")) {
         set_default(obj, "type", json_object_new_string("Opaque"));
-        json_object *sd = get(obj, "stringData");
+        json_object *sd = kobj_get(obj, "stringData");
         if (sd != NULL && json_object_is_type(sd, json_type_object)) {
             /* stringData wins over data and is never stored. */
             json_object *data = ensure_obj(obj, "data");
@@ -998,13 +954,13 @@ void kl_apply_defaults(const kl_type *t, json_object *obj)
          * finalizers are left alone, since the namespace controller removes
          * that finalizer for good. */
         json_object *status = ensure_obj(obj, "status");
-        if (get(status, "phase") == NULL) {
+        if (kobj_get(status, "phase") == NULL) {
             json_object_object_add(status, "phase", json_object_new_string("Active"));
             json_object *spec = ensure_obj(obj, "spec");
-            json_object *fin = get(spec, "finalizers");
+            json_object *fin = kobj_get(spec, "finalizers");
             bool has = false;
-            for (size_t i = 0; i < arr_len(fin); i++)
-                has |= str(arr_at(fin, i)) && strcmp(str(arr_at(fin, i)), "kubernetes") == 0;
+            for (size_t i = 0; i < kobj_len(fin); i++)
+                has |= str(kobj_at(fin, i)) && strcmp(str(kobj_at(fin, i)), "kubernetes") == 0;
             if (!has) {
                 if (fin == NULL || !json_object_is_type(fin, json_type_array)) {
                     fin = json_object_new_array();
@@ -1013,7 +969,7 @@ void kl_apply_defaults(const kl_type *t, json_object *obj)
                 json_object_array_add(fin, json_object_new_string("kubernetes"));
             }
         }
-        const char *name = sat(obj, "metadata.name");
+        const char *name = kobj_path_str(obj, "metadata.name");
         if (!empty(name)) {
             json_object *labels = ensure_obj(ensure_obj(obj, "metadata"), "labels");
             json_object_object_add(labels, "kubernetes.io/metadata.name",
@@ -1027,9 +983,9 @@ void kl_apply_defaults(const kl_type *t, json_object *obj)
 static bool validate_meta(const kl_type *t, const json_object *obj, kl_errs *e)
 {
     bool blocking = false;
-    json_object *meta = get(obj, "metadata");
-    const char *name = sat(meta, "name");
-    const char *gen = sat(meta, "generateName");
+    json_object *meta = kobj_get(obj, "metadata");
+    const char *name = kobj_path_str(meta, "name");
+    const char *gen = kobj_path_str(meta, "generateName");
     strs l = {0};
 
     if (!empty(gen)) {
@@ -1048,14 +1004,14 @@ static bool validate_meta(const kl_type *t, const json_object *obj, kl_errs *e)
         strs_free(&l);
     }
 
-    json_object *g = get(meta, "generation");
+    json_object *g = kobj_get(meta, "generation");
     if (g && json_object_get_int64(g) < 0) {
         char *raw = util_asprintf("%" PRId64, json_object_get_int64(g));
         add_invalid_raw(e, "metadata.generation", raw, "must be greater than or equal to 0");
         free(raw);
     }
 
-    json_object *labels = get(meta, "labels");
+    json_object *labels = kobj_get(meta, "labels");
     if (labels && json_object_is_type(labels, json_type_object)) {
         json_object_object_foreach(labels, k, v)
         {
@@ -1067,7 +1023,7 @@ static bool validate_meta(const kl_type *t, const json_object *obj, kl_errs *e)
         }
     }
 
-    json_object *ann = get(meta, "annotations");
+    json_object *ann = kobj_get(meta, "annotations");
     if (ann && json_object_is_type(ann, json_type_object)) {
         size_t total = 0;
         json_object_object_foreach(ann, k, v)
@@ -1088,27 +1044,27 @@ static bool validate_meta(const kl_type *t, const json_object *obj, kl_errs *e)
         }
     }
 
-    json_object *refs = get(meta, "ownerReferences");
-    for (size_t i = 0; i < arr_len(refs); i++) {
-        json_object *r = arr_at(refs, i);
-        const char *av = sat(r, "apiVersion") ? sat(r, "apiVersion") : "";
+    json_object *refs = kobj_get(meta, "ownerReferences");
+    for (size_t i = 0; i < kobj_len(refs); i++) {
+        json_object *r = kobj_at(refs, i);
+        const char *av = kobj_path_str(r, "apiVersion") ? kobj_path_str(r, "apiVersion") : "";
         /* The version is what follows the one optional '/'. */
         const char *slash = strchr(av, '/');
         bool no_version = av[0] == '\0' || (slash && (slash[1] == '\0' || strchr(slash + 1, '/')));
         if (no_version)
             add_invalid(e, "metadata.ownerReferences.apiVersion", av, "version must not be empty");
-        if (empty(sat(r, "kind")))
+        if (empty(kobj_path_str(r, "kind")))
             add_invalid(e, "metadata.ownerReferences.kind", "", "kind must not be empty");
-        if (empty(sat(r, "name")))
+        if (empty(kobj_path_str(r, "name")))
             add_invalid(e, "metadata.ownerReferences.name", "", "name must not be empty");
-        if (empty(sat(r, "uid")))
+        if (empty(kobj_path_str(r, "uid")))
             add_invalid(e, "metadata.ownerReferences.uid", "", "uid must not be empty");
     }
 
-    json_object *fin = get(meta, "finalizers");
+    json_object *fin = kobj_get(meta, "finalizers");
     bool orphan = false, foreground = false;
-    for (size_t i = 0; i < arr_len(fin); i++) {
-        const char *f = str(arr_at(fin, i)) ? str(arr_at(fin, i)) : "";
+    for (size_t i = 0; i < kobj_len(fin); i++) {
+        const char *f = str(kobj_at(fin, i)) ? str(kobj_at(fin, i)) : "";
         check_qname(e, "metadata.finalizers", f);
         orphan |= strcmp(f, "orphan") == 0;
         foreground |= strcmp(f, "foregroundDeletion") == 0;
@@ -1132,18 +1088,18 @@ static void immutable_str(kl_errs *e, const char *f, const json_object *nv, cons
 
 static void validate_meta_update(const json_object *old, const json_object *obj, kl_errs *e)
 {
-    json_object *om = get(old, "metadata"), *nm = get(obj, "metadata");
+    json_object *om = kobj_get(old, "metadata"), *nm = kobj_get(obj, "metadata");
 
-    if (get(om, "deletionTimestamp") != NULL) {
+    if (kobj_get(om, "deletionTimestamp") != NULL) {
         /* No finalizer may be added while the object is being deleted. */
-        json_object *of = get(om, "finalizers"), *nf = get(nm, "finalizers");
-        const char **extra = util_calloc(arr_len(nf) + 1, sizeof(char *));
+        json_object *of = kobj_get(om, "finalizers"), *nf = kobj_get(nm, "finalizers");
+        const char **extra = util_calloc(kobj_len(nf) + 1, sizeof(char *));
         size_t n_extra = 0;
-        for (size_t i = 0; i < arr_len(nf); i++) {
-            const char *f = str(arr_at(nf, i));
+        for (size_t i = 0; i < kobj_len(nf); i++) {
+            const char *f = str(kobj_at(nf, i));
             bool known = f == NULL;
-            for (size_t j = 0; j < arr_len(of) && !known; j++)
-                known = str(arr_at(of, j)) && strcmp(str(arr_at(of, j)), f) == 0;
+            for (size_t j = 0; j < kobj_len(of) && !known; j++)
+                known = str(kobj_at(of, j)) && strcmp(str(kobj_at(of, j)), f) == 0;
             for (size_t j = 0; j < n_extra && !known; j++)
                 known = strcmp(extra[j], f) == 0;
             if (!known)
@@ -1167,19 +1123,20 @@ static void validate_meta_update(const json_object *old, const json_object *obj,
         free(extra);
     }
 
-    json_object *ng = get(nm, "generation"), *og = get(om, "generation");
+    json_object *ng = kobj_get(nm, "generation"), *og = kobj_get(om, "generation");
     if (ng && og && json_object_get_int64(ng) < json_object_get_int64(og)) {
         char *raw = util_asprintf("%" PRId64, json_object_get_int64(ng));
         add_invalid_raw(e, "metadata.generation", raw, "must not be decremented");
         free(raw);
     }
 
-    immutable_str(e, "metadata.name", get(nm, "name"), get(om, "name"));
-    immutable_str(e, "metadata.namespace", get(nm, "namespace"), get(om, "namespace"));
-    immutable_str(e, "metadata.uid", get(nm, "uid"), get(om, "uid"));
-    const char *nc = sat(nm, "creationTimestamp"), *oc = sat(om, "creationTimestamp");
+    immutable_str(e, "metadata.name", kobj_get(nm, "name"), kobj_get(om, "name"));
+    immutable_str(e, "metadata.namespace", kobj_get(nm, "namespace"), kobj_get(om, "namespace"));
+    immutable_str(e, "metadata.uid", kobj_get(nm, "uid"), kobj_get(om, "uid"));
+    const char *nc = kobj_path_str(nm, "creationTimestamp"),
+               *oc = kobj_path_str(om, "creationTimestamp");
     if (strcmp(nc ? nc : "", oc ? oc : "") != 0) {
-        char *raw = go_time(get(nm, "creationTimestamp"));
+        char *raw = go_time(kobj_get(nm, "creationTimestamp"));
         if (nc == NULL) {
             free(raw);
             raw = util_strdup("0001-01-01 00:00:00 +0000 UTC");
@@ -1187,13 +1144,13 @@ static void validate_meta_update(const json_object *old, const json_object *obj,
         add_invalid_raw(e, "metadata.creationTimestamp", raw, "field is immutable");
         free(raw);
     }
-    if (!jeq(get(nm, "deletionTimestamp"), get(om, "deletionTimestamp"))) {
-        char *raw = go_time(get(nm, "deletionTimestamp"));
+    if (!jeq(kobj_get(nm, "deletionTimestamp"), kobj_get(om, "deletionTimestamp"))) {
+        char *raw = go_time(kobj_get(nm, "deletionTimestamp"));
         add_invalid_raw(e, "metadata.deletionTimestamp", raw, "field is immutable");
         free(raw);
     }
-    json_object *ng2 = get(nm, "deletionGracePeriodSeconds");
-    if (!jeq(ng2, get(om, "deletionGracePeriodSeconds"))) {
+    json_object *ng2 = kobj_get(nm, "deletionGracePeriodSeconds");
+    if (!jeq(ng2, kobj_get(om, "deletionGracePeriodSeconds"))) {
         char *raw =
             ng2 ? util_asprintf("%" PRId64, json_object_get_int64(ng2)) : util_strdup("null");
         add_invalid_raw(e, "metadata.deletionGracePeriodSeconds", raw, "field is immutable");
@@ -1218,12 +1175,12 @@ static bool one_of(const char *s, const char *const *set)
 /* accessModes of a PV or PVC spec; `required_detail` differs between them. */
 static void check_access_modes(kl_errs *e, const json_object *spec, const char *required_detail)
 {
-    json_object *modes = get(spec, "accessModes");
-    if (arr_len(modes) == 0)
+    json_object *modes = kobj_get(spec, "accessModes");
+    if (kobj_len(modes) == 0)
         add_required(e, "spec.accessModes", required_detail);
     bool rwop = false, other = false;
-    for (size_t i = 0; i < arr_len(modes); i++) {
-        const char *m = str(arr_at(modes, i)) ? str(arr_at(modes, i)) : "";
+    for (size_t i = 0; i < kobj_len(modes); i++) {
+        const char *m = str(kobj_at(modes, i)) ? str(kobj_at(modes, i)) : "";
         if (!one_of(m, access_modes))
             add_not_supported_str(e, "spec.accessModes", m, access_modes);
         if (strcmp(m, "ReadWriteOncePod") == 0)
@@ -1238,7 +1195,7 @@ static void check_access_modes(kl_errs *e, const json_object *spec, const char *
 
 static void check_volume_mode(kl_errs *e, const json_object *spec)
 {
-    const char *vm = sat(spec, "volumeMode");
+    const char *vm = kobj_path_str(spec, "volumeMode");
     if (vm && !one_of(vm, volume_modes))
         add_not_supported_str(e, "spec.volumeMode", vm, volume_modes);
 }
@@ -1249,18 +1206,18 @@ static void check_data_source(kl_errs *e, const json_object *ds, const char *pat
     if (ds == NULL)
         return;
     char *f;
-    if (empty(sat(ds, "name"))) {
+    if (empty(kobj_path_str(ds, "name"))) {
         f = util_asprintf("%s.name", path);
         add_required(e, f, NULL);
         free(f);
     }
-    const char *kind = sat(ds, "kind") ? sat(ds, "kind") : "";
+    const char *kind = kobj_path_str(ds, "kind") ? kobj_path_str(ds, "kind") : "";
     if (kind[0] == '\0') {
         f = util_asprintf("%s.kind", path);
         add_required(e, f, NULL);
         free(f);
     }
-    const char *group = sat(ds, "apiGroup") ? sat(ds, "apiGroup") : "";
+    const char *group = kobj_path_str(ds, "apiGroup") ? kobj_path_str(ds, "apiGroup") : "";
     if (group[0] == '\0' && strcmp(kind, "PersistentVolumeClaim") != 0)
         add_invalid(e, path, kind,
                     "must be 'PersistentVolumeClaim' when referencing the default "
@@ -1286,20 +1243,20 @@ static void check_positive_qty(kl_errs *e, const char *f, const json_object *v)
 
 static void pvc_spec(const json_object *obj, kl_errs *e)
 {
-    json_object *spec = get(obj, "spec");
+    json_object *spec = kobj_get(obj, "spec");
     check_access_modes(e, spec, "at least 1 access mode is required");
-    json_object *storage = at(spec, "resources.requests.storage");
+    json_object *storage = kobj_path(spec, "resources.requests.storage");
     if (storage == NULL)
         add_required(e, "spec.resources[storage]", NULL);
     else
         check_positive_qty(e, "spec.resources[storage]", storage);
-    const char *sc = sat(spec, "storageClassName");
+    const char *sc = kobj_path_str(spec, "storageClassName");
     if (!empty(sc))
         check_subdomain(e, "spec.storageClassName", sc);
     check_volume_mode(e, spec);
-    check_data_source(e, get(spec, "dataSource"), "spec.dataSource");
-    check_data_source(e, get(spec, "dataSourceRef"), "spec.dataSourceRef");
-    const char *vac = sat(spec, "volumeAttributesClassName");
+    check_data_source(e, kobj_get(spec, "dataSource"), "spec.dataSource");
+    check_data_source(e, kobj_get(spec, "dataSourceRef"), "spec.dataSourceRef");
+    const char *vac = kobj_path_str(spec, "volumeAttributesClassName");
     if (!empty(vac))
         check_subdomain(e, "spec.volumeAttributesClassName", vac);
 }
@@ -1331,23 +1288,23 @@ static const char *const pv_sources[] = {"hostPath",
 
 static void csi_source(const json_object *csi, kl_errs *e)
 {
-    check_csi_driver_name(e, "spec.csi.driver", sat(csi, "driver"));
-    if (empty(sat(csi, "volumeHandle")))
+    check_csi_driver_name(e, "spec.csi.driver", kobj_path_str(csi, "driver"));
+    if (empty(kobj_path_str(csi, "volumeHandle")))
         add_required(e, "spec.csi.volumeHandle", NULL);
     static const char *const refs[] = {"controllerPublishSecretRef", "nodeStageSecretRef",
                                        "nodePublishSecretRef", "controllerExpandSecretRef",
                                        "nodeExpandSecretRef"};
     for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) {
-        json_object *r = get(csi, refs[i]);
+        json_object *r = kobj_get(csi, refs[i]);
         if (r == NULL)
             continue;
         char *f;
-        if (empty(sat(r, "name"))) {
+        if (empty(kobj_path_str(r, "name"))) {
             f = util_asprintf("spec.csi.%s.name", refs[i]);
             add_required(e, f, NULL);
             free(f);
         }
-        if (empty(sat(r, "namespace"))) {
+        if (empty(kobj_path_str(r, "namespace"))) {
             f = util_asprintf("spec.csi.%s.namespace", refs[i]);
             add_required(e, f, NULL);
             free(f);
@@ -1365,16 +1322,16 @@ static char *go_resource_list(const json_object *m)
 
 static void pv_spec(const json_object *obj, kl_errs *e)
 {
-    json_object *spec = get(obj, "spec");
+    json_object *spec = kobj_get(obj, "spec");
     check_access_modes(e, spec, NULL);
 
-    json_object *cap = get(spec, "capacity");
+    json_object *cap = kobj_get(spec, "capacity");
     size_t n_cap = cap && json_object_is_type(cap, json_type_object)
                        ? (size_t)json_object_object_length(cap)
                        : 0;
     if (n_cap == 0)
         add_required(e, "spec.capacity", NULL);
-    if (get(cap, "storage") == NULL || n_cap > 1) {
+    if (kobj_get(cap, "storage") == NULL || n_cap > 1) {
         static const char *const only_storage[] = {"storage", NULL};
         char *raw = go_resource_list(cap);
         add_not_supported(e, "spec.capacity", raw, only_storage);
@@ -1399,18 +1356,18 @@ static void pv_spec(const json_object *obj, kl_errs *e)
         }
     }
 
-    const char *sc = sat(spec, "storageClassName");
+    const char *sc = kobj_path_str(spec, "storageClassName");
     if (!empty(sc))
         check_subdomain(e, "spec.storageClassName", sc);
 
     static const char *const policies[] = {"Delete", "Recycle", "Retain", NULL};
-    const char *rp = sat(spec, "persistentVolumeReclaimPolicy");
+    const char *rp = kobj_path_str(spec, "persistentVolumeReclaimPolicy");
     if (!empty(rp) && !one_of(rp, policies))
         add_not_supported_str(e, "spec.persistentVolumeReclaimPolicy", rp, policies);
 
     size_t n_sources = 0;
     for (size_t i = 0; pv_sources[i]; i++) {
-        json_object *src = get(spec, pv_sources[i]);
+        json_object *src = kobj_get(spec, pv_sources[i]);
         if (src == NULL)
             continue;
         if (n_sources++ > 0) {
@@ -1421,7 +1378,7 @@ static void pv_spec(const json_object *obj, kl_errs *e)
         }
         if (strcmp(pv_sources[i], "csi") == 0)
             csi_source(src, e);
-        else if (strcmp(pv_sources[i], "local") == 0 && get(spec, "nodeAffinity") == NULL)
+        else if (strcmp(pv_sources[i], "local") == 0 && kobj_get(spec, "nodeAffinity") == NULL)
             add_required(e, "spec.nodeAffinity", "Local volume requires node affinity");
     }
     if (n_sources == 0)
@@ -1432,11 +1389,11 @@ static void pv_spec(const json_object *obj, kl_errs *e)
 /* ValidateVolumeAttachment's spec part. */
 static void va_spec(const json_object *obj, kl_errs *e)
 {
-    json_object *spec = get(obj, "spec");
-    json_object *pvn = at(spec, "source.persistentVolumeName");
-    json_object *inl = at(spec, "source.inlineVolumeSpec");
+    json_object *spec = kobj_get(obj, "spec");
+    json_object *pvn = kobj_path(spec, "source.persistentVolumeName");
+    json_object *inl = kobj_path(spec, "source.inlineVolumeSpec");
 
-    if (empty(sat(spec, "attacher")))
+    if (empty(kobj_path_str(spec, "attacher")))
         add_required(e, "spec.attacher", NULL);
     if (pvn == NULL && inl == NULL)
         add_required(e, "spec.source",
@@ -1447,7 +1404,7 @@ static void va_spec(const json_object *obj, kl_errs *e)
     else if (pvn != NULL && empty(str(pvn)))
         add_required(e, "spec.source.persistentVolumeName",
                      "must specify non empty persistentVolumeName");
-    const char *node = sat(spec, "nodeName") ? sat(spec, "nodeName") : "";
+    const char *node = kobj_path_str(spec, "nodeName") ? kobj_path_str(spec, "nodeName") : "";
     check_subdomain(e, "spec.nodeName", node);
 }
 
@@ -1456,8 +1413,8 @@ static void va_spec(const json_object *obj, kl_errs *e)
  * left out. */
 static void va_spec_v1(const json_object *obj, kl_errs *e)
 {
-    json_object *spec = get(obj, "spec");
-    const char *a = sat(spec, "attacher") ? sat(spec, "attacher") : "";
+    json_object *spec = kobj_get(obj, "spec");
+    const char *a = kobj_path_str(spec, "attacher") ? kobj_path_str(spec, "attacher") : "";
     if (strlen(a) > 63)
         add_too_long(e, "spec.attacher", 63);
     char *lower = util_strdup(a);
@@ -1468,7 +1425,7 @@ static void va_spec_v1(const json_object *obj, kl_errs *e)
     add_each_invalid(e, "spec.attacher", a, &l);
     strs_free(&l);
     free(lower);
-    json_object *pvn = at(spec, "source.persistentVolumeName");
+    json_object *pvn = kobj_path(spec, "source.persistentVolumeName");
     if (pvn != NULL)
         check_subdomain(e, "spec.source.persistentVolumeName", str(pvn) ? str(pvn) : "");
 }
@@ -1476,7 +1433,7 @@ static void va_spec_v1(const json_object *obj, kl_errs *e)
 /* The VolumeAttachment status limits (kept on /status writes). */
 static void va_status(const json_object *obj, kl_errs *e)
 {
-    json_object *md = at(obj, "status.attachmentMetadata");
+    json_object *md = kobj_path(obj, "status.attachmentMetadata");
     if (md && json_object_is_type(md, json_type_object)) {
         size_t total = 0;
         json_object_object_foreach(md, k, v)
@@ -1490,7 +1447,7 @@ static void va_status(const json_object *obj, kl_errs *e)
     for (size_t i = 0; i < 2; i++) {
         char path[64];
         snprintf(path, sizeof(path), "status.%s.message", which[i]);
-        const char *m = sat(obj, path);
+        const char *m = kobj_path_str(obj, path);
         /* 1.32 checks 1024 bytes but words it with 262144 (an upstream slip,
          * fixed later); kube-lite states the limit it enforces. */
         if (m && strlen(m) > 1024)
@@ -1500,16 +1457,16 @@ static void va_status(const json_object *obj, kl_errs *e)
 
 static void csinode_spec(const json_object *obj, kl_errs *e)
 {
-    json_object *drivers = at(obj, "spec.drivers");
-    for (size_t i = 0; i < arr_len(drivers); i++) {
-        json_object *d = arr_at(drivers, i);
+    json_object *drivers = kobj_path(obj, "spec.drivers");
+    for (size_t i = 0; i < kobj_len(drivers); i++) {
+        json_object *d = kobj_at(drivers, i);
         char *base = util_asprintf("spec.drivers[%zu]", i);
         char *f = util_asprintf("%s.name", base);
-        const char *name = sat(d, "name") ? sat(d, "name") : "";
+        const char *name = kobj_path_str(d, "name") ? kobj_path_str(d, "name") : "";
         check_csi_driver_name(e, f, name);
 
         char *fid = util_asprintf("%s.nodeID", base);
-        const char *id = sat(d, "nodeID") ? sat(d, "nodeID") : "";
+        const char *id = kobj_path_str(d, "nodeID") ? kobj_path_str(d, "nodeID") : "";
         if (id[0] == '\0')
             add_required(e, fid, NULL);
         /* 256: the strategies allow long node IDs since 1.23. */
@@ -1517,7 +1474,7 @@ static void csinode_spec(const json_object *obj, kl_errs *e)
             add_invalid(e, fid, id, "must be 256 characters or less");
         free(fid);
 
-        json_object *count = at(d, "allocatable.count");
+        json_object *count = kobj_path(d, "allocatable.count");
         if (count && json_object_get_int64(count) < 0) {
             char *fc = util_asprintf("%s.allocatable.count", base);
             char *raw = util_asprintf("%" PRId64, json_object_get_int64(count));
@@ -1527,7 +1484,7 @@ static void csinode_spec(const json_object *obj, kl_errs *e)
         }
 
         for (size_t j = 0; j < i; j++) {
-            const char *other = sat(arr_at(drivers, j), "name");
+            const char *other = kobj_path_str(kobj_at(drivers, j), "name");
             if (other && strcmp(other, name) == 0) {
                 add_duplicate(e, f, name);
                 break;
@@ -1535,13 +1492,13 @@ static void csinode_spec(const json_object *obj, kl_errs *e)
         }
         free(f);
 
-        json_object *keys = get(d, "topologyKeys");
-        for (size_t j = 0; j < arr_len(keys); j++) {
-            const char *k = str(arr_at(keys, j)) ? str(arr_at(keys, j)) : "";
+        json_object *keys = kobj_get(d, "topologyKeys");
+        for (size_t j = 0; j < kobj_len(keys); j++) {
+            const char *k = str(kobj_at(keys, j)) ? str(kobj_at(keys, j)) : "";
             if (k[0] == '\0')
                 add_required(e, base, NULL);
             for (size_t m = 0; m < j; m++) {
-                const char *o = str(arr_at(keys, m));
+                const char *o = str(kobj_at(keys, m));
                 if (o && strcmp(o, k) == 0) {
                     add_duplicate(e, base, k);
                     break;
@@ -1555,7 +1512,7 @@ static void csinode_spec(const json_object *obj, kl_errs *e)
 
 static void storageclass_rules(const json_object *obj, kl_errs *e)
 {
-    const char *prov = sat(obj, "provisioner");
+    const char *prov = kobj_path_str(obj, "provisioner");
     if (empty(prov)) {
         add_required(e, "provisioner", NULL);
     } else {
@@ -1568,7 +1525,7 @@ static void storageclass_rules(const json_object *obj, kl_errs *e)
         strs_free(&l);
         free(lower);
     }
-    json_object *params = get(obj, "parameters");
+    json_object *params = kobj_get(obj, "parameters");
     if (params && json_object_is_type(params, json_type_object)) {
         if (json_object_object_length(params) > 512) {
             add_too_long(e, "parameters", 512);
@@ -1585,11 +1542,11 @@ static void storageclass_rules(const json_object *obj, kl_errs *e)
         }
     }
     static const char *const policies[] = {"Delete", "Retain", NULL};
-    const char *rp = sat(obj, "reclaimPolicy");
+    const char *rp = kobj_path_str(obj, "reclaimPolicy");
     if (!empty(rp) && !one_of(rp, policies))
         add_not_supported_str(e, "reclaimPolicy", rp, policies);
     static const char *const modes[] = {"Immediate", "WaitForFirstConsumer", NULL};
-    const char *bm = sat(obj, "volumeBindingMode");
+    const char *bm = kobj_path_str(obj, "volumeBindingMode");
     if (bm == NULL)
         add_required(e, "volumeBindingMode", NULL);
     else if (!one_of(bm, modes))
@@ -1598,34 +1555,35 @@ static void storageclass_rules(const json_object *obj, kl_errs *e)
 
 static void csidriver_spec(const json_object *obj, kl_errs *e)
 {
-    json_object *spec = get(obj, "spec");
+    json_object *spec = kobj_get(obj, "spec");
     /* "attachedRequired" is upstream's spelling of the path. */
-    if (get(spec, "attachRequired") == NULL)
+    if (kobj_get(spec, "attachRequired") == NULL)
         add_required(e, "spec.attachedRequired", NULL);
-    if (get(spec, "podInfoOnMount") == NULL)
+    if (kobj_get(spec, "podInfoOnMount") == NULL)
         add_required(e, "spec.podInfoOnMount", NULL);
-    if (get(spec, "storageCapacity") == NULL)
+    if (kobj_get(spec, "storageCapacity") == NULL)
         add_required(e, "spec.storageCapacity", NULL);
     static const char *const fs[] = {"File", "None", "ReadWriteOnceWithFSType", NULL};
-    const char *fsg = sat(spec, "fsGroupPolicy");
+    const char *fsg = kobj_path_str(spec, "fsGroupPolicy");
     if (fsg && !one_of(fsg, fs))
         add_not_supported_str(e, "spec.fsGroupPolicy", fsg, fs);
     static const char *const lm[] = {"Persistent", "Ephemeral", NULL};
-    json_object *modes = get(spec, "volumeLifecycleModes");
-    for (size_t i = 0; i < arr_len(modes); i++) {
-        const char *m = str(arr_at(modes, i)) ? str(arr_at(modes, i)) : "";
+    json_object *modes = kobj_get(spec, "volumeLifecycleModes");
+    for (size_t i = 0; i < kobj_len(modes); i++) {
+        const char *m = str(kobj_at(modes, i)) ? str(kobj_at(modes, i)) : "";
         if (!one_of(m, lm))
             add_not_supported_str(e, "spec.volumeLifecycleModes", m, lm);
     }
-    if (get(spec, "seLinuxMount") == NULL)
+    if (kobj_get(spec, "seLinuxMount") == NULL)
         add_required(e, "spec.seLinuxMount", NULL);
 }
 
 static void capacity_rules(const json_object *obj, kl_errs *e)
 {
-    const char *sc = sat(obj, "storageClassName") ? sat(obj, "storageClassName") : "";
+    const char *sc =
+        kobj_path_str(obj, "storageClassName") ? kobj_path_str(obj, "storageClassName") : "";
     check_subdomain(e, "storageClassName", sc);
-    json_object *cap = get(obj, "capacity");
+    json_object *cap = kobj_get(obj, "capacity");
     int64_t q = 0;
     if (cap && qty_or_error(e, "capacity", cap, &q) && q < 0)
         add_invalid(e, "capacity", str(cap) ? str(cap) : "", "must be greater than or equal to 0");
@@ -1650,7 +1608,8 @@ static void cel_blocked(kl_errs *e)
 static void cel_required_once(kl_errs *e, const json_object *oparent, const json_object *nparent,
                               const char *parent_path, const char *key)
 {
-    if (oparent == NULL || nparent == NULL || get(oparent, key) == NULL || get(nparent, key))
+    if (oparent == NULL || nparent == NULL || kobj_get(oparent, key) == NULL ||
+        kobj_get(nparent, key))
         return;
     char *m = util_asprintf("%s is required once set", key);
     cel(e, parent_path, "object", m);
@@ -1661,7 +1620,7 @@ static void cel_required_once(kl_errs *e, const json_object *oparent, const json
 static void cel_immutable(kl_errs *e, const json_object *oparent, const json_object *nparent,
                           const char *parent_path, const char *key)
 {
-    json_object *ov = get(oparent, key), *nv = get(nparent, key);
+    json_object *ov = kobj_get(oparent, key), *nv = kobj_get(nparent, key);
     if (ov == NULL || nv == NULL || jeq(ov, nv))
         return;
     char *f = util_asprintf("%s.%s", parent_path, key);
@@ -1693,8 +1652,8 @@ static bool bad_deletion_policy(kl_errs *e, const char *f, const json_object *v)
  * NULL on create). `blocked`: earlier errors already stop CEL. */
 static void snapshot_rules(const json_object *old, const json_object *obj, bool blocked, kl_errs *e)
 {
-    json_object *spec = get(obj, "spec");
-    json_object *src = get(spec, "source");
+    json_object *spec = kobj_get(obj, "spec");
+    json_object *src = kobj_get(spec, "source");
     if (spec == NULL) {
         add_required(e, "spec", NULL);
         blocked = true;
@@ -1706,16 +1665,16 @@ static void snapshot_rules(const json_object *old, const json_object *obj, bool 
         cel_blocked(e);
         return;
     }
-    json_object *os = at(old, "spec.source");
+    json_object *os = kobj_path(old, "spec.source");
     cel_required_once(e, os, src, "spec.source", "persistentVolumeClaimName");
     cel_required_once(e, os, src, "spec.source", "volumeSnapshotContentName");
-    if ((get(src, "persistentVolumeClaimName") != NULL) ==
-        (get(src, "volumeSnapshotContentName") != NULL))
+    if ((kobj_get(src, "persistentVolumeClaimName") != NULL) ==
+        (kobj_get(src, "volumeSnapshotContentName") != NULL))
         cel(e, "spec.source", "object",
             "exactly one of volumeSnapshotContentName and persistentVolumeClaimName must be set");
     cel_immutable(e, os, src, "spec.source", "persistentVolumeClaimName");
     cel_immutable(e, os, src, "spec.source", "volumeSnapshotContentName");
-    const char *cls = sat(spec, "volumeSnapshotClassName");
+    const char *cls = kobj_path_str(spec, "volumeSnapshotClassName");
     if (cls && cls[0] == '\0')
         cel(e, "spec.volumeSnapshotClassName", "string",
             "volumeSnapshotClassName must not be the empty string when set");
@@ -1723,16 +1682,16 @@ static void snapshot_rules(const json_object *old, const json_object *obj, bool 
 
 static void content_rules(const json_object *old, const json_object *obj, bool blocked, kl_errs *e)
 {
-    json_object *spec = get(obj, "spec");
+    json_object *spec = kobj_get(obj, "spec");
     if (spec == NULL) {
         add_required(e, "spec", NULL);
         cel_blocked(e);
         return;
     }
-    blocked |= bad_deletion_policy(e, "spec.deletionPolicy", get(spec, "deletionPolicy"));
+    blocked |= bad_deletion_policy(e, "spec.deletionPolicy", kobj_get(spec, "deletionPolicy"));
     static const char *const required[] = {"driver", "source", "volumeSnapshotRef"};
     for (size_t i = 0; i < 3; i++) {
-        if (get(spec, required[i]) == NULL) {
+        if (kobj_get(spec, required[i]) == NULL) {
             char *f = util_asprintf("spec.%s", required[i]);
             add_required(e, f, NULL);
             free(f);
@@ -1743,19 +1702,19 @@ static void content_rules(const json_object *old, const json_object *obj, bool b
         cel_blocked(e);
         return;
     }
-    json_object *ospec = get(old, "spec");
+    json_object *ospec = kobj_get(old, "spec");
     cel_required_once(e, ospec, spec, "spec", "sourceVolumeMode");
-    json_object *os = get(ospec, "source"), *src = get(spec, "source");
+    json_object *os = kobj_get(ospec, "source"), *src = kobj_get(spec, "source");
     cel_required_once(e, os, src, "spec.source", "volumeHandle");
     cel_required_once(e, os, src, "spec.source", "snapshotHandle");
-    if ((get(src, "volumeHandle") != NULL) == (get(src, "snapshotHandle") != NULL))
+    if ((kobj_get(src, "volumeHandle") != NULL) == (kobj_get(src, "snapshotHandle") != NULL))
         cel(e, "spec.source", "object",
             "exactly one of volumeHandle and snapshotHandle must be set");
     cel_immutable(e, os, src, "spec.source", "volumeHandle");
     cel_immutable(e, os, src, "spec.source", "snapshotHandle");
     cel_immutable(e, ospec, spec, "spec", "sourceVolumeMode");
-    json_object *ref = get(spec, "volumeSnapshotRef");
-    if (get(ref, "name") == NULL || get(ref, "namespace") == NULL)
+    json_object *ref = kobj_get(spec, "volumeSnapshotRef");
+    if (kobj_get(ref, "name") == NULL || kobj_get(ref, "namespace") == NULL)
         cel(e, "spec.volumeSnapshotRef", "object",
             "both spec.volumeSnapshotRef.name and spec.volumeSnapshotRef.namespace must be set");
 }
@@ -1763,8 +1722,8 @@ static void content_rules(const json_object *old, const json_object *obj, bool b
 /* VolumeSnapshotClass has schema checks only (no CEL rules). */
 static void snapshotclass_rules(const json_object *obj, kl_errs *e)
 {
-    bad_deletion_policy(e, "deletionPolicy", get(obj, "deletionPolicy"));
-    if (get(obj, "driver") == NULL)
+    bad_deletion_policy(e, "deletionPolicy", kobj_get(obj, "deletionPolicy"));
+    if (kobj_get(obj, "driver") == NULL)
         add_required(e, "driver", NULL);
 }
 
@@ -1820,7 +1779,8 @@ static json_object *pvc_spec_norm(const json_object *spec)
         c = json_object_new_object();
     static const char *const lists[] = {"requests", "limits"};
     for (size_t i = 0; i < 2; i++) {
-        json_object *m = at(c, lists[i][0] == 'r' ? "resources.requests" : "resources.limits");
+        json_object *m =
+            kobj_path(c, lists[i][0] == 'r' ? "resources.requests" : "resources.limits");
         if (m == NULL || !json_object_is_type(m, json_type_object))
             continue;
         json_object_object_foreach(m, k, v)
@@ -1835,25 +1795,25 @@ static json_object *pvc_spec_norm(const json_object *spec)
 
 static void pvc_update(const json_object *old, const json_object *obj, kl_errs *e)
 {
-    json_object *os = get(old, "spec"), *ns = get(obj, "spec");
+    json_object *os = kobj_get(old, "spec"), *ns = kobj_get(obj, "spec");
     json_object *oc = pvc_spec_norm(os), *nc = pvc_spec_norm(ns);
 
     /* volumeName may be set once, from empty. */
-    if (empty(sat(os, "volumeName"))) {
-        json_object *vn = get(nc, "volumeName");
+    if (empty(kobj_path_str(os, "volumeName"))) {
+        json_object *vn = kobj_get(nc, "volumeName");
         if (vn)
             json_object_object_add(oc, "volumeName", json_object_get(vn));
         else
             json_object_object_del(oc, "volumeName");
     }
     /* storageClassName may go from unset to set (retroactive default). */
-    if (get(os, "storageClassName") == NULL)
+    if (kobj_get(os, "storageClassName") == NULL)
         json_object_object_del(nc, "storageClassName");
     /* A bound claim may change its storage request. */
-    const char *phase = sat(obj, "status.phase");
-    json_object *nreq = at(nc, "resources.requests");
+    const char *phase = kobj_path_str(obj, "status.phase");
+    json_object *nreq = kobj_path(nc, "resources.requests");
     if (phase && strcmp(phase, "Bound") == 0 && nreq != NULL) {
-        json_object *ost = at(oc, "resources.requests.storage");
+        json_object *ost = kobj_path(oc, "resources.requests.storage");
         if (ost)
             json_object_object_add(nreq, "storage", json_object_get(ost));
         else
@@ -1878,9 +1838,9 @@ static void pvc_update(const json_object *old, const json_object *obj, kl_errs *
     /* RecoverVolumeExpansionFailure (beta, on in 1.32): the request may
      * shrink, but not to or below the capacity the claim has. */
     int64_t o_size = 0, n_size = 0, st_size = 0;
-    const char *os_s = sat(os, "resources.requests.storage");
-    const char *ns_s = sat(ns, "resources.requests.storage");
-    const char *st_s = sat(old, "status.capacity.storage");
+    const char *os_s = kobj_path_str(os, "resources.requests.storage");
+    const char *ns_s = kobj_path_str(ns, "resources.requests.storage");
+    const char *st_s = kobj_path_str(old, "status.capacity.storage");
     if (os_s && kl_quantity_parse(os_s, &o_size) < 0)
         o_size = 0;
     if (ns_s && kl_quantity_parse(ns_s, &n_size) < 0)
@@ -1892,14 +1852,14 @@ static void pvc_update(const json_object *old, const json_object *obj, kl_errs *
                       "field can not be less than status.capacity");
 
     /* The field path is upstream's ("volumeMode", not "spec.volumeMode"). */
-    if (!jeq(get(ns, "volumeMode"), get(os, "volumeMode"))) {
-        char *raw = go_opt_str(get(ns, "volumeMode"));
+    if (!jeq(kobj_get(ns, "volumeMode"), kobj_get(os, "volumeMode"))) {
+        char *raw = go_opt_str(kobj_get(ns, "volumeMode"));
         add_invalid_raw(e, "volumeMode", raw, "field is immutable");
         free(raw);
     }
 
-    json_object *ov = get(os, "volumeAttributesClassName"),
-                *nv = get(ns, "volumeAttributesClassName");
+    json_object *ov = kobj_get(os, "volumeAttributesClassName"),
+                *nv = kobj_get(ns, "volumeAttributesClassName");
     if (ov != NULL && !jeq(ov, nv)) {
         if (nv == NULL)
             add_forbidden(e, "spec.volumeAttributesClassName",
@@ -1941,12 +1901,12 @@ static json_object *pv_source_of(const json_object *spec)
 
 static void pv_update(const json_object *old, const json_object *obj, kl_errs *e)
 {
-    json_object *os = get(old, "spec"), *ns = get(obj, "spec");
+    json_object *os = kobj_get(old, "spec"), *ns = kobj_get(obj, "spec");
     json_object *osrc = pv_source_of(os), *nsrc = pv_source_of(ns);
 
     /* controllerExpandSecretRef may be added to a CSI volume. */
-    json_object *ocsi = get(osrc, "csi"), *ncsi = get(nsrc, "csi");
-    if (ocsi && ncsi && get(ocsi, "controllerExpandSecretRef") == NULL)
+    json_object *ocsi = kobj_get(osrc, "csi"), *ncsi = kobj_get(nsrc, "csi");
+    if (ocsi && ncsi && kobj_get(ocsi, "controllerExpandSecretRef") == NULL)
         json_object_object_del(ncsi, "controllerExpandSecretRef");
 
     if (!jeq(osrc, nsrc)) {
@@ -1960,30 +1920,30 @@ static void pv_update(const json_object *old, const json_object *obj, kl_errs *e
     json_object_put(osrc);
     json_object_put(nsrc);
 
-    if (!jeq(get(ns, "volumeMode"), get(os, "volumeMode"))) {
-        char *raw = go_opt_str(get(ns, "volumeMode"));
+    if (!jeq(kobj_get(ns, "volumeMode"), kobj_get(os, "volumeMode"))) {
+        char *raw = go_opt_str(kobj_get(ns, "volumeMode"));
         add_invalid_raw(e, "volumeMode", raw, "field is immutable");
         free(raw);
     }
-    json_object *ona = get(os, "nodeAffinity"), *nna = get(ns, "nodeAffinity");
+    json_object *ona = kobj_get(os, "nodeAffinity"), *nna = kobj_get(ns, "nodeAffinity");
     if (ona != NULL && !jeq(ona, nna)) {
         char *raw =
             nna ? util_asprintf("core.VolumeNodeAffinity{Required:(*core.NodeSelector)(%s)}",
-                                go_ptr(get(nna, "required")))
+                                go_ptr(kobj_get(nna, "required")))
                 : util_strdup("null");
         add_invalid_raw(e, "nodeAffinity", raw, "field is immutable");
         free(raw);
     }
-    if (get(os, "volumeAttributesClassName") != NULL &&
-        get(ns, "volumeAttributesClassName") == NULL)
+    if (kobj_get(os, "volumeAttributesClassName") != NULL &&
+        kobj_get(ns, "volumeAttributesClassName") == NULL)
         add_forbidden(e, "spec.volumeAttributesClassName",
                       "update from non-nil value to nil is forbidden");
 }
 
 static void va_update(const json_object *old, const json_object *obj, kl_errs *e)
 {
-    if (!jeq(get(old, "spec"), get(obj, "spec"))) {
-        char *raw = go_va_spec(get(obj, "spec"));
+    if (!jeq(kobj_get(old, "spec"), kobj_get(obj, "spec"))) {
+        char *raw = go_va_spec(kobj_get(obj, "spec"));
         add_invalid_raw(e, "spec", raw, "field is immutable");
         free(raw);
     }
@@ -1991,14 +1951,14 @@ static void va_update(const json_object *old, const json_object *obj, kl_errs *e
 
 static void storageclass_update(const json_object *old, const json_object *obj, kl_errs *e)
 {
-    if (!jeq(get(old, "parameters"), get(obj, "parameters")))
+    if (!jeq(kobj_get(old, "parameters"), kobj_get(obj, "parameters")))
         add_forbidden(e, "parameters", "updates to parameters are forbidden.");
-    if (!jeq(get(old, "provisioner"), get(obj, "provisioner")))
+    if (!jeq(kobj_get(old, "provisioner"), kobj_get(obj, "provisioner")))
         add_forbidden(e, "provisioner", "updates to provisioner are forbidden.");
-    if (!jeq(get(old, "reclaimPolicy"), get(obj, "reclaimPolicy")))
+    if (!jeq(kobj_get(old, "reclaimPolicy"), kobj_get(obj, "reclaimPolicy")))
         add_forbidden(e, "reclaimPolicy", "updates to reclaimPolicy are forbidden.");
-    if (!jeq(get(old, "volumeBindingMode"), get(obj, "volumeBindingMode"))) {
-        char *raw = go_opt_str(get(obj, "volumeBindingMode"));
+    if (!jeq(kobj_get(old, "volumeBindingMode"), kobj_get(obj, "volumeBindingMode"))) {
+        char *raw = go_opt_str(kobj_get(obj, "volumeBindingMode"));
         add_invalid_raw(e, "volumeBindingMode", raw, "field is immutable");
         free(raw);
     }
@@ -2006,13 +1966,14 @@ static void storageclass_update(const json_object *old, const json_object *obj, 
 
 static void csidriver_update(const json_object *old, const json_object *obj, kl_errs *e)
 {
-    json_object *oa = at(old, "spec.attachRequired"), *na = at(obj, "spec.attachRequired");
+    json_object *oa = kobj_path(old, "spec.attachRequired"),
+                *na = kobj_path(obj, "spec.attachRequired");
     if (!jeq(oa, na))
         add_invalid_raw(e, "spec.attachedRequired",
                         na ? (json_object_get_boolean(na) ? "true" : "false") : "null",
                         "field is immutable");
-    json_object *om = at(old, "spec.volumeLifecycleModes"),
-                *nm = at(obj, "spec.volumeLifecycleModes");
+    json_object *om = kobj_path(old, "spec.volumeLifecycleModes"),
+                *nm = kobj_path(obj, "spec.volumeLifecycleModes");
     if (!jeq(om, nm)) {
         char *raw = go_strings("[]storage.VolumeLifecycleMode", nm);
         add_invalid_raw(e, "spec.volumeLifecycleModes", raw, "field is immutable");
@@ -2022,15 +1983,15 @@ static void csidriver_update(const json_object *old, const json_object *obj, kl_
 
 static void csinode_update(const json_object *old, const json_object *obj, kl_errs *e)
 {
-    json_object *od = at(old, "spec.drivers"), *nd = at(obj, "spec.drivers");
-    for (size_t i = 0; i < arr_len(od); i++) {
-        const char *on = sat(arr_at(od, i), "name");
-        for (size_t j = 0; on && j < arr_len(nd); j++) {
-            const char *nn = sat(arr_at(nd, j), "name");
-            if (nn && strcmp(on, nn) == 0 && !jeq(arr_at(od, i), arr_at(nd, j))) {
+    json_object *od = kobj_path(old, "spec.drivers"), *nd = kobj_path(obj, "spec.drivers");
+    for (size_t i = 0; i < kobj_len(od); i++) {
+        const char *on = kobj_path_str(kobj_at(od, i), "name");
+        for (size_t j = 0; on && j < kobj_len(nd); j++) {
+            const char *nn = kobj_path_str(kobj_at(nd, j), "name");
+            if (nn && strcmp(on, nn) == 0 && !jeq(kobj_at(od, i), kobj_at(nd, j))) {
                 /* 1.32 reports the whole entry under the path "CSINodeDriver"
                  * (spec.drivers from 1.33). */
-                char *raw = go_csinode_driver(arr_at(nd, j));
+                char *raw = go_csinode_driver(kobj_at(nd, j));
                 add_invalid_raw(e, "CSINodeDriver", raw, "field is immutable");
                 free(raw);
             }
@@ -2040,13 +2001,13 @@ static void csinode_update(const json_object *old, const json_object *obj, kl_er
 
 static void capacity_update(const json_object *old, const json_object *obj, kl_errs *e)
 {
-    if (!jeq(get(old, "nodeTopology"), get(obj, "nodeTopology"))) {
-        char *raw = go_label_selector(get(obj, "nodeTopology"));
+    if (!jeq(kobj_get(old, "nodeTopology"), kobj_get(obj, "nodeTopology"))) {
+        char *raw = go_label_selector(kobj_get(obj, "nodeTopology"));
         add_invalid_raw(e, "nodeTopology", raw, "field is immutable");
         free(raw);
     }
-    immutable_str(e, "storageClassName", get(obj, "storageClassName"),
-                  get(old, "storageClassName"));
+    immutable_str(e, "storageClassName", kobj_get(obj, "storageClassName"),
+                  kobj_get(old, "storageClassName"));
 }
 
 void kl_validate_update(const kl_type *t, const json_object *old, const json_object *obj,

@@ -3515,6 +3515,12 @@ static void test_wrong_json_types_in_bodies_are_400(void **state)
     check_status(st, code, 400, "BadRequest", NULL);
     assert_non_null(strstr(JS(st, "message"), "ConfigMap.metadata.finalizers of type []string"));
     assert_null(J(must_get(core(ns, "configmaps", "ok")), "metadata", "finalizers"));
+    /* DeleteOptions too. */
+    st = del(core(ns, "configmaps", "ok"), js("{'preconditions':{'uid':5}}"), &code);
+    check_status(st, code, 400, "BadRequest", NULL);
+    st = del(core(ns, "configmaps", "ok"), "[1]", &code);
+    check_status(st, code, 400, "BadRequest", NULL);
+    expect_code(code_of(core(ns, "configmaps", "ok")), 200, NULL);
 }
 
 int main(void)
