@@ -198,7 +198,8 @@ static char *va_path(const char *name, const char *sub)
     return kube_path(&KUBE_VOLUMEATTACHMENT, NULL, name, sub);
 }
 
-/* A merge patch of the VA's status; the answer goes to the overlay. */
+/* A merge patch of the VA's status; the answer goes to the overlay.
+ * -ENOENT when the VA is gone. */
 static int patch_status(att_ctrl *c, const char *name, char *patch)
 {
     char *path = va_path(name, "status");
@@ -207,7 +208,8 @@ static int patch_status(att_ctrl *c, const char *name, char *patch)
     if (rc == 0 && r.body)
         overlay_put(c, r.body, false);
     else if (rc < 0)
-        rc = util_err_set(rc, "status of VolumeAttachment %s: %s", name, r.message);
+        rc = util_err_set(kube_is_not_found(&r) ? -ENOENT : rc, "status of VolumeAttachment %s: %s",
+                          name, r.message);
     kube_resp_clear(&r);
     free(path);
     free(patch);
@@ -540,8 +542,8 @@ static int detach(att_ctrl *c, const json_object *va)
     if (gone || last)
         return 0;
     rc = patch_status(c, name, att_status_detached());
-    if (rc < 0 && strstr(util_err_last(), "not found"))
-        rc = 0;
+    if (rc == -ENOENT)
+        rc = 0; /* deleted meanwhile: nothing left to reset */
     return rc;
 }
 

@@ -123,7 +123,8 @@ void att_queue_forget(att_queue *q, const char *key)
 static void note_slow(att_queue *q, const char *key, util_duration waited, util_duration now)
 {
     const char *v[] = {q->name};
-    obs_counter_add(q->slow_total, v, 1);
+    if (q->slow_total)
+        obs_counter_add(q->slow_total, v, 1);
     q->slow_since_log++;
     if (waited > q->worst_since_log)
         q->worst_since_log = waited;
