@@ -321,6 +321,9 @@ check() {
   fi
 }
 
+# show_phases: the scenario objects as they are now
+show_phases() { snap && say "    = $(phases)"; }
+
 # wait_until TIMEOUT WHAT COMMAND...: polls COMMAND; shows the objects'
 # phases (a live line on a terminal, a line per change without one)
 wait_until() {
@@ -516,6 +519,7 @@ EOF
   check "pvc/demo-claim got the default class example-hostpath" \
     [ "$(q "$(obj PersistentVolumeClaim demo-claim) | .spec.storageClassName // \"\"")" = example-hostpath ]
   check "no volume is provisioned before a pod uses the claim" no_create
+  show_phases
   step_end "class + claim"
 
   step_begin "a pod on $POD_NODE uses the claim"
@@ -542,17 +546,20 @@ EOF
   PV=$(q "$(obj PersistentVolumeClaim demo-claim) | .spec.volumeName // \"\"")
   check "pv/$PV is in $POD_NODE's zone (nodeAffinity $ZONE_KEY=zone-2)" pv_zone "$PV" zone-2
   check "the driver created the volume in zone-2" drv_zone zone-2
+  show_phases
   step_end "provisioned"
 
   step_begin "the volume is attached to $POD_NODE"
   wait_until 30 "a VolumeAttachment for $PV on $POD_NODE is attached" va_attached "$PV"
   check "the driver holds the publication on $POD_NODE" drv_published "$POD_NODE"
+  show_phases
   step_end "attached"
 
   step_begin "pod deleted → detach"
   K delete pod demo-pod -n "$NS" --wait=false >/dev/null
   wait_until 30 "the VolumeAttachment is gone" no_va
   check "the driver holds no publication" drv_published ""
+  show_phases
   step_end "detached"
 
   step_begin "claim deleted → DeleteVolume"
@@ -560,6 +567,7 @@ EOF
   wait_until 30 "pvc/demo-claim is gone" gone PersistentVolumeClaim demo-claim
   wait_until 30 "pv/$PV is gone" gone PersistentVolume "$PV"
   check "the driver deleted the volume" drv_empty
+  show_phases
   step_end "deleted"
 
   # ---- what is left for the user -------------------------------------------------------------------
