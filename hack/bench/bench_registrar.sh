@@ -67,17 +67,22 @@ klog_at() { sed -n "s/^I[0-9]\{4\} \([0-9:.]*\) .*$2.*/\1/p" "$1" | head -n 1 |
 # sod NS: seconds of the day (local time) of a wall clock in nanoseconds
 sod() { date -d "@$(echo "$1 / 1000000000" | bc -l)" +%H:%M:%S.%N | awk -F: '{ printf "%.6f", $1 * 3600 + $2 * 60 + $3 }'; }
 ms() { echo "($2 - $1) * 1000" | bc -l; }
+# cpu_ms PID: CPU time all threads of PID have used so far (schedstat, ns),
+# which a loaded machine stretches far less than wall time
+cpu_ms() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.1f\n", s / 1e6 }'; }
 
 # ---- kubelet mode -----------------------------------------------------------------------------
 : >"$tmp/kubelet.ms"
 : >"$tmp/exec.ms"
 : >"$tmp/main.ms"
+: >"$tmp/cpu.ms"
 for i in $(seq "$RUNS"); do
   t0=$(date +%s%N)
   "$REG" --csi-address="$tmp/csi.sock" --kubelet-registration-path="$tmp/csi.sock" \
     --plugin-registration-path="$tmp/reg" >"$tmp/reg-$i.log" 2>&1 &
   pid=$!
   t1=$("$TOOL" wait "$tmp/reg/$DRIVER-reg.sock" 20)
+  cpu_ms "$pid" >>"$tmp/cpu.ms"
   echo "$(((t1 - t0) / 1000)) / 1000" | bc -l >>"$tmp/kubelet.ms"
   # where the time went: exec and dynamic loading up to main()'s first line,
   # then main() up to the socket serving (the registrar's own log)
@@ -90,6 +95,7 @@ for i in $(seq "$RUNS"); do
     echo "  start -> GetInfo answered: $(stats <"$tmp/kubelet.ms")"
     echo "    of which exec + loading the shared libraries: $(stats <"$tmp/exec.ms")"
     echo "    of which main() -> socket served (driver connect, GetPluginInfo, listen): $(stats <"$tmp/main.ms")"
+    echo "  CPU time used by then (all threads, exec and loading included): $(stats <"$tmp/cpu.ms")"
     mem "$pid" "kubelet mode"
     echo "  threads: $(ls "/proc/$pid/task" | wc -l)"
   fi
@@ -106,24 +112,37 @@ curl -s -o /dev/null -X POST -H 'Content-Type: application/json' "$url/api/v1/no
   -d '{"apiVersion":"v1","kind":"Node","metadata":{"name":"node-1"}}'
 now_sec() { date +%H:%M:%S.%N | awk -F: '{ printf "%.6f", $1 * 3600 + $2 * 60 + $3 }'; }
 : >"$tmp/direct.ms"
+: >"$tmp/dcpu.ms"
 for i in $(seq "$RUNS"); do
   t0=$(now_sec)
   "$REG" --csi-address="$tmp/csi.sock" --node-registration=direct --node-name=node-1 \
     --kubeconfig="$tmp/kc" --cleanup-on-exit >"$tmp/direct-$i.log" 2>&1 &
   pid=$!
   for _ in $(seq 400); do grep -q 'Registered driver' "$tmp/direct-$i.log" && break; sleep 0.05; done
+  cpu_ms "$pid" >>"$tmp/dcpu.ms"
   t1=$(klog_at "$tmp/direct-$i.log" 'Registered driver')
   echo "($t1 - $t0) * 1000" | bc -l >>"$tmp/direct.ms"
   if [ "$i" -eq "$RUNS" ]; then
     sleep 2
     echo "direct mode (kube-lite on the same cores; Node patch + CSINode create)"
     echo "  start -> registration written: $(stats <"$tmp/direct.ms")"
+    echo "  CPU time used by then (all threads): $(stats <"$tmp/dcpu.ms")"
     mem "$pid" "direct mode"
     echo "  threads: $(ls "/proc/$pid/task" | wc -l)"
   fi
   kill "$pid"
   wait "$pid" || true
 done
+# The floor under every start: exec and the dynamic loader, with nothing else
+# (--version returns right after parsing the flags).
+: >"$tmp/ver.ms"
+for i in $(seq "$RUNS"); do
+  t0=$(date +%s%N)
+  "$REG" --version >/dev/null
+  echo "$((($(date +%s%N) - t0) / 1000)) / 1000" | bc -l >>"$tmp/ver.ms"
+done
+echo "exec + dynamic loading alone (--version): $(stats <"$tmp/ver.ms"); $(ldd "$REG" | grep -c '=> /') shared libraries," \
+  "$(LD_DEBUG=statistics "$REG" --version 2>&1 | sed -n 's/.*final number of relocations: *\([0-9]*\).*/\1/p' | head -n 1) symbol relocations"
 size "$REG" | awk 'NR == 2 { printf "binary: text %.0f KiB, data+bss %.0f KiB\n", $1/1024, ($2+$3)/1024 }'
 ldd "$REG" | awk '{ print $3 }' | grep / | xargs -r du -Lk 2>/dev/null | sort -rn | head -n 5 |
   awk '{ printf "  largest shared library: %s (%d KiB)\n", $2, $1 }'
