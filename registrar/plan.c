@@ -33,8 +33,8 @@ int reg_flags_add(util_flags *f, reg_flags *fl)
         "disabled. Only one of `--health-port` and `--http-endpoint` can be set.");
     r |= util_flags_int(f, "health-port", &fl->health_port,
                         "(deprecated) TCP port for healthz requests. Set to 0 to disable the "
-                        "healthz server. Only one of `--health-port` and `--http-endpoint` can "
-                        "be set.");
+                        "healthz server. Only one of --health-port and --http-endpoint can be "
+                        "set.");
     r |= util_flags_string(f, "mode", &fl->mode,
                            "(deprecated) \"kubelet-registration-probe\" exits 0 at once (kept for "
                            "old exec liveness probes); anything else runs the registrar.");
