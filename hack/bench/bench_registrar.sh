@@ -25,7 +25,6 @@ RUNS=${RUNS:-5}
 make --no-print-directory -s B="$B" "$B/bin/kube-lite" "$B/bin/example-csi-driver" \
   "$B/bin/kubelet-sim" "$B/tests/e2e/reg_tool" all >/dev/null
 REG="$B/bin/csi-node-driver-registrar"
-[ -x "$REG" ] || REG="$B/bin/csi-registrar"
 TOOL="$B/tests/e2e/reg_tool"
 DRIVER=hostpath.csi.example.com
 

@@ -18,7 +18,6 @@ KL="$B/bin/kube-lite"
 DRV="$B/bin/example-csi-driver"
 SIM="$B/bin/kubelet-sim"
 REG="$B/bin/csi-node-driver-registrar"
-[ -x "$REG" ] || REG="$B/bin/csi-registrar" # until the Makefile names it
 TOOL="$B/tests/e2e/reg_tool"
 WORK=$(mktemp -d)
 NODE=node-1

@@ -16,7 +16,6 @@ B=$(cd "$B" && pwd)
 KL="$B/bin/kube-lite"
 DRV="$B/bin/example-csi-driver"
 REG="$B/bin/csi-node-driver-registrar"
-[ -x "$REG" ] || REG="$B/bin/csi-registrar" # until the Makefile names it
 WORK=$(mktemp -d)
 NODE=node-1
 NS=default
