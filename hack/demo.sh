@@ -420,10 +420,12 @@ cmd_up() {
     done
   } >"$D/run/tokens.csv"
   chmod 600 "$D/run/tokens.csv" "$D/run/admin.token"
-  launch kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$D/kubeconfig" \
+  # The kubeconfig kube-lite writes has no user: each identity's copy gets
+  # its token here (a token on the command line would show in ps).
+  launch kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$D/run/server.kubeconfig" \
     --tls-cert-file "$D/pki/server.crt" --tls-private-key-file "$D/pki/server.key" \
     --client-ca-file "$D/pki/ca.crt" --token-auth-file "$D/run/tokens.csv" \
-    --authorization-mode RBAC --kubeconfig-token "$tok_admin" \
+    --authorization-mode RBAC \
     --controllers binder,attach,namespaces
   local i
   for ((i = 0; i < 200; i++)); do
@@ -432,11 +434,16 @@ cmd_up() {
     sleep 0.05
   done
   [ -n "$(api_url)" ] || die "kube-lite did not start"
-  kc_for() { sed "s/token: $tok_admin/token: $2/" "$D/kubeconfig" >"$D/run/$1.kubeconfig"; chmod 600 "$D/run/$1.kubeconfig"; }
-  kc_for csi-provisioner "$tok_prov"
-  kc_for csi-attacher "$tok_att"
+  # kc_for FILE TOKEN: the server's kubeconfig with TOKEN as the user
+  kc_for() {
+    (umask 077 && sed "s/^    {}\$/    token: $2/" "$D/run/server.kubeconfig" >"$1")
+    grep -q "token: $2" "$1" || die "cannot add a token to kube-lite's kubeconfig ($D/run/server.kubeconfig)"
+  }
+  kc_for "$D/kubeconfig" "$tok_admin"
+  kc_for "$D/run/csi-provisioner.kubeconfig" "$tok_prov"
+  kc_for "$D/run/csi-attacher.kubeconfig" "$tok_att"
   for n in "${NODES[@]}"; do
-    kc_for "kubelet-$n" "$(awk -F, -v u="system:node:$n" '$2 == u { print $1 }' "$D/run/tokens.csv")"
+    kc_for "$D/run/kubelet-$n.kubeconfig" "$(awk -F, -v u="system:node:$n" '$2 == u { print $1 }' "$D/run/tokens.csv")"
   done
   say "  kube-lite serves $(api_url)"
   # The sidecars' RBAC and the CSIDriver as a cluster gets them (the
