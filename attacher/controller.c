@@ -532,7 +532,12 @@ static int detach(att_ctrl *c, const json_object *va)
         return rc;
     }
     if (answer) {
-        last = kobj_len(kobj_arr(kobj_meta(answer), "finalizers")) == 0;
+        /* When the removal deletes the VA, the API server answers with the
+         * last stored state (our finalizer still in it): "last" means no
+         * finalizer but ours is left. */
+        json_object *fl = kobj_arr(kobj_meta(answer), "finalizers");
+        size_t others = kobj_len(fl) - (kobj_has_finalizer(answer, c->fin) ? 1 : 0);
+        last = others == 0;
         overlay_put(c, answer, true);
     } else {
         overlay_tombstone(c, va);
