@@ -396,7 +396,7 @@ cmd_up() {
   DRV=$(bin example-csi-driver) || die "no $B/bin/example-csi-driver"
   PROV=$(bin csi-provisioner) || die "no $B/bin/csi-provisioner"
   ATT=$(bin csi-attacher) || die "no $B/bin/csi-attacher"
-  REG=$(bin csi-node-driver-registrar csi-registrar) || die "no $B/bin/csi-node-driver-registrar"
+  REG=$(bin csi-node-driver-registrar) || die "no $B/bin/csi-node-driver-registrar"
   KSIM=$(bin kubelet-sim) || die "no $B/bin/kubelet-sim"
   local sock_probe="$D/nodes/node-1/plugins_registry/$DRIVER-reg.sock"
   [ ${#sock_probe} -lt 100 ] || die "DEMO_DIR $D is too long for unix socket paths (108 bytes)"

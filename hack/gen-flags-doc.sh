@@ -28,7 +28,7 @@ README=${README:-$ROOT/README.md}
 BINARIES=(
   "csi-provisioner csi-provisioner"
   "csi-attacher csi-attacher"
-  "csi-node-driver-registrar csi-node-driver-registrar csi-registrar"
+  "csi-node-driver-registrar csi-node-driver-registrar"
   "example-csi-driver example-csi-driver"
   "kubelet-sim kubelet-sim"
 )

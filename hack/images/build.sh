@@ -22,14 +22,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 ALL_IMAGES=(csi-provisioner csi-attacher csi-node-driver-registrar example-csi-driver)
 read -r -a IMAGES <<<"${IMAGES:-${ALL_IMAGES[*]}}"
-# The file each image's binary is built as (the registrar's folder may still
-# build it under its folder name).
-bin_files() {
-  case $1 in
-    csi-node-driver-registrar) echo "csi-node-driver-registrar csi-registrar" ;;
-    *) echo "$1" ;;
-  esac
-}
 
 mode=build
 rootfs_dir="" rootfs_image=""
@@ -66,11 +58,8 @@ fill_context() {
   rm -rf "$CTX"
   mkdir -p "$CTX/base/etc" "$CTX/bin"
   for img in "${IMAGES[@]}"; do
-    found=""
-    for f in $(bin_files "$img"); do
-      [ -x "$B/bin/$f" ] && { found="$B/bin/$f"; break; }
-    done
-    [ -n "$found" ] || die "no binary for $img in $B/bin: build first (make)"
+    found="$B/bin/$img"
+    [ -x "$found" ] || die "no $found: build first (make)"
     if [ "$mode" = build ] && ldd "$found" 2>/dev/null | grep -q 'libasan\|libubsan'; then
       die "$found is a sanitizer build: use the plain build"
     fi
