@@ -41,9 +41,10 @@ make --no-print-directory -s B="$B" "$B/bin/kube-lite" "$B/bin/example-csi-drive
   "$B/bin/csi-provisioner" >/dev/null
 mkdir -p "$B/bench"
 # shellcheck disable=SC2046 # pkg-config output is meant to split
-cc -O2 -std=gnu11 -D_GNU_SOURCE $(pkg-config --cflags json-c libcurl) \
-  hack/bench/bench_provision.c $(pkg-config --libs json-c libcurl) -lpthread \
-  -o "$B/bench/bench_provision"
+make --no-print-directory -s B="$B" "$B/lib/libcsisidecar.a" >/dev/null
+cc -O2 -std=gnu11 -D_GNU_SOURCE -I. -Icommon $(pkg-config --cflags json-c libcurl) \
+  hack/bench/bench_provision.c "$B/lib/libcsisidecar.a" $(pkg-config --libs json-c libcurl) \
+  -lpthread -o "$B/bench/bench_provision"
 HELPER="$B/bench/bench_provision"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/provision-bench.XXXXXX")
