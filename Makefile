@@ -123,7 +123,7 @@ $(B)/tests/%: $(B)/obj/tests/%.o $(TESTLIB_OBJS) $(APP_LIBS) $(LIB)
 # Keep object files of tests between runs (they are intermediate to make).
 .SECONDARY:
 
-.PHONY: all lib tests test check check-san lint format clean deps valgrind
+.PHONY: all lib tests test check check-san lint format clean deps valgrind demo demo-down images
 .DEFAULT_GOAL := all
 
 all: $(LIB) $(BINS)
@@ -142,6 +142,19 @@ check-san:
 
 valgrind: tests
 	tests/valgrind.sh $(B)
+
+# The local world (kube-lite, example driver, the three sidecars, kubelet-sim)
+# and a storage scenario played with kubectl; it keeps running until demo-down.
+demo: deps
+	$(MAKE) -j$(JOBS) all
+	DEMO_BUILD_DIR=$(B) hack/demo.sh up --no-build
+
+demo-down:
+	hack/demo.sh down
+
+# One FROM-scratch image per sidecar and the example driver (podman, vfs).
+images: all
+	hack/images/build.sh $(B)
 
 # Everything CI checks, in one run with one summary line at the end: every
 # suite plain and under ASan+UBSan, the client test under valgrind, lint.
