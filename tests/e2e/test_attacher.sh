@@ -209,43 +209,21 @@ if wait_for 60 started att-a && alive att-a; then ok "att-a starts"; else bad "a
 
 # ---- helpers over the API ------------------------------------------------------------------
 
-pvc() {
-  cat <<EOF | K create -f - >/dev/null
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata:
-  name: $1
-  namespace: $NS
-spec:
-  accessModes: [ReadWriteOnce]
-  storageClassName: ${2:-att}
-  resources:
-    requests:
-      storage: 1Gi
-EOF
-}
-pod() { # pod NAME NODE CLAIM
-  cat <<EOF | K create -f - >/dev/null
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $1
-  namespace: $NS
-spec:
-  nodeName: $2
-  containers:
-  - name: app
-    image: busybox
-  volumes:
-  - name: data
-    persistentVolumeClaim:
-      claimName: $3
-EOF
-}
 # api PATH: a GET as admin with curl (polls would spend most of their time
 # starting kubectl on a loaded machine)
 SERVER=$(sed -n 's/^kube-lite: serving on //p' "$WORK/kube-lite.log")
 api() { curl -s --max-time 10 --cacert "$WORK/pki/ca.crt" -H 'Authorization: Bearer admin-token' "$SERVER$1"; }
+# post PATH JSON / del PATH: writes as admin with curl
+post() { curl -s --max-time 10 --cacert "$WORK/pki/ca.crt" -H 'Authorization: Bearer admin-token' \
+  -H 'Content-Type: application/json' -X POST --data "$2" "$SERVER$1" >/dev/null; }
+del() { curl -s --max-time 10 --cacert "$WORK/pki/ca.crt" -H 'Authorization: Bearer admin-token' -X DELETE "$SERVER$1" >/dev/null; }
+pvc() { # pvc NAME [CLASS]: a ReadWriteOnce claim of 1Gi
+  post "/api/v1/namespaces/$NS/persistentvolumeclaims" '{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"'"$1"'"},"spec":{"accessModes":["ReadWriteOnce"],"storageClassName":"'"${2:-att}"'","resources":{"requests":{"storage":"1Gi"}}}}'
+}
+pod() { # pod NAME NODE CLAIM
+  post "/api/v1/namespaces/$NS/pods" '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"'"$1"'"},"spec":{"nodeName":"'"$2"'","containers":[{"name":"app","image":"busybox"}],"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"'"$3"'"}}]}}'
+}
+delpod() { for p in "$@"; do del "/api/v1/namespaces/$NS/pods/$p"; done; }
 pv_of() { api "/api/v1/namespaces/$NS/persistentvolumeclaims/$1" | pyj 'o.get("spec", {}).get("volumeName", "")'; }
 handle_of() { api "/api/v1/persistentvolumes/$(pv_of "$1")" | pyj 'o["spec"]["csi"]["volumeHandle"]'; }
 # va_of CLAIM NODE: the name of the VolumeAttachment for the claim's PV on NODE
@@ -313,7 +291,7 @@ check "the driver publishes c2 on node-2" '["node-2"]' "$(published "$(handle_of
 sleep 1
 VAP0=$(patches volumeattachments)
 UNP0=$(drv_calls "$WORK/drv-a" ControllerUnpublishVolume)
-K delete pod p1 --wait=false >/dev/null 2>&1
+delpod p1
 expect "deleting the pod detaches: the VA is gone" 30 va_gone "$VA1"
 check "the driver no longer publishes c1" '[]' "$(published "$H1")"
 sleep 1
@@ -351,7 +329,7 @@ expect "once the driver recovers the VA is attached" 30 attached "$VA3"
 expect "and attachError is cleared" 10 no_att_error "$VA3"
 
 faults "$WORK/drv-a" '{"ControllerUnpublishVolume": {"fail": {"count": 100000, "code": "UNAVAILABLE", "message": "detach stuck"}}}'
-K delete pod p3 --wait=false >/dev/null 2>&1
+delpod p3
 expect "a detach error shows in status.detachError" 30 det_error_has "$VA3" "rpc error: code = Unavailable desc = detach stuck"
 check "the VA stays while the detach fails" "" "$(va_gone "$VA3" && echo gone)"
 faults "$WORK/drv-a" ""
@@ -365,7 +343,7 @@ expect "c2 on node-1 gets a VolumeAttachment" 20 has_va c2 node-1
 VA4=$(va_of c2 node-1)
 expect "a single-node volume published on node-2 answers FAILED_PRECONDITION" 30 \
   att_error_has "$VA4" "code = FailedPrecondition"
-K delete pod p2 --wait=false >/dev/null 2>&1
+delpod p2
 expect "once node-2's VA is detached the retry attaches it on node-1" 30 attached "$VA4"
 check "the driver publishes c2 on node-1 only" '["node-1"]' "$(published "$(handle_of c2)")"
 
@@ -381,7 +359,7 @@ VAB=$(va_of c-badsec node-1)
 expect "a secret with another value is refused by the driver" 30 att_error_has "$VAB" "code = Unauthenticated"
 K patch secret c-badsec-publish --type merge -p '{"data":{"user":"YWRtaW4="}}' >/dev/null 2>&1
 expect "the secret is read again on each retry: fixed, the VA is attached" 30 attached "$VAB"
-K delete pod ps --wait=false >/dev/null 2>&1
+delpod ps
 expect "detach with the secret: the VA is gone" 30 va_gone "$VAS"
 
 # ---- reconcile repairs an out-of-band detach --------------------------------------------------------
@@ -401,27 +379,17 @@ pod pg node-gone cg
 expect "cg on node-gone gets a VolumeAttachment" 20 has_va cg node-gone
 VAG=$(va_of cg node-gone)
 expect "the driver does not know node-gone's id: NOT_FOUND on attach" 30 att_error_has "$VAG" "code = NotFound"
-K delete pod pg --wait=false >/dev/null 2>&1
+delpod pg
 expect "while the Node exists, NOT_FOUND on detach is an error (retried)" 30 det_error_has "$VAG" "code = NotFound"
-K delete node node-gone >/dev/null 2>&1
-K delete csinode node-gone >/dev/null 2>&1
+del /api/v1/nodes/node-gone
+del /apis/storage.k8s.io/v1/csinodes/node-gone
 expect "once the Node is deleted, NOT_FOUND ends the detach: the VA is gone" 30 va_gone "$VAG"
 contains "the attacher says why" "node node-gone is deleted" "$(cat "$WORK/att-a.log")"
 
 # ---- trivial handler and leader election -------------------------------------------------------------
 
 trivial_va() {
-  cat <<EOF | K create -f - >/dev/null
-apiVersion: storage.k8s.io/v1
-kind: VolumeAttachment
-metadata:
-  name: $1
-spec:
-  attacher: trivial.csi.example.com
-  nodeName: node-1
-  source:
-    persistentVolumeName: static-$1
-EOF
+  post /apis/storage.k8s.io/v1/volumeattachments '{"apiVersion":"storage.k8s.io/v1","kind":"VolumeAttachment","metadata":{"name":"'"$1"'"},"spec":{"attacher":"trivial.csi.example.com","nodeName":"node-1","source":{"persistentVolumeName":"static-'"$1"'"}}}'
 }
 LEASE=external-attacher-leader-trivial-csi-example-com
 holder() { api "/apis/coordination.k8s.io/v1/namespaces/$NS/leases/$LEASE" | pyj 'o.get("spec", {}).get("holderIdentity", "")'; }
@@ -448,7 +416,8 @@ else
   trivial_va tv-1
   expect "after kill -9 of the leader, the other replica attaches the next VA" 40 attached tv-1
   check "the other replica holds the lease" "$OTHER" "$(holder)"
-  K delete volumeattachment tv-0 tv-1 --wait=false >/dev/null 2>&1
+  del /apis/storage.k8s.io/v1/volumeattachments/tv-0
+  del /apis/storage.k8s.io/v1/volumeattachments/tv-1
   expect "trivial VAs delete without a finalizer" 20 va_gone tv-1
 fi
 
@@ -465,11 +434,11 @@ contains "/metrics: csi_sidecar_operations_seconds counts ControllerPublishVolum
 
 # ---- clean up through the sidecars: PV finalizers go once no VA uses a deleted PV ----------------------
 
-K delete pod p1b p4 pb --wait=false >/dev/null 2>&1
+delpod p1b p4 pb
 no_vas() { [ "$(api /apis/storage.k8s.io/v1/volumeattachments | pyj 'len([i for i in o["items"] if i["spec"]["attacher"] == "hostpath.csi.example.com"])')" = 0 ]; }
 expect "every VA of the driver is detached and gone" 40 no_vas
 check "the driver holds no publication" '[]' "$(drv "$WORK/drv-a" '[v["name"] for v in vols if v.get("published_nodes")]')"
-K delete pvc c1 c2 c3 cg c-sec c-badsec --wait=false >/dev/null 2>&1
+for c in c1 c2 c3 cg c-sec c-badsec; do del "/api/v1/namespaces/$NS/persistentvolumeclaims/$c"; done
 no_pvs() { [ "$(api /api/v1/persistentvolumes | pyj 'len(o["items"])')" = 0 ]; }
 expect "released PVs are deleted: the attacher drops its PV finalizer, the provisioner the volume" 40 no_pvs
 check "the driver ends with no volume" 0 "$(drv "$WORK/drv-a" 'len(vols)')"
