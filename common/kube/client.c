@@ -32,7 +32,7 @@
 #define CONNECT_TIMEOUT_MS 30000L
 #define POOL_MAX           64 /* idle handles kept; more are closed */
 #define RETRY_AFTER_MAX    10 /* seconds: a larger Retry-After is capped */
-#define BACKOFF_BASE       (100 * UTIL_MS)
+#define BACKOFF_BASE       (50 * UTIL_MS)
 #define BACKOFF_MAX        (5 * UTIL_SECOND)
 #define LONG_THROTTLE      (50 * UTIL_MS) /* client-go logs waits beyond this */
 #define JSON_DEPTH         64
@@ -609,44 +609,33 @@ bool kube_is_already_exists(const kube_resp *r)
 
 /* ---- retries ----------------------------------------------------------------------- */
 
-/* HTTP's idempotent methods: repeating one cannot do more than once would. */
-static bool idempotent(const char *method)
+/*
+ * Every verb is retried on a 429/5xx or a connection error: a repeated write
+ * that had been applied answers as a repeat does (AlreadyExists for a
+ * create, a failed test for a JSON patch, the same object for a merge
+ * patch), which callers already treat as done, while sending the item back
+ * to its queue's exponential backoff for each transient fault made a
+ * controller crawl under a flaky API server.
+ */
+static bool retry_code(long code)
 {
-    return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
-           strcmp(method, "PUT") == 0 || strcmp(method, "DELETE") == 0 ||
-           strcmp(method, "OPTIONS") == 0;
+    return code == 429 || (code >= 500 && code <= 599 && code != 501);
 }
 
-static bool retry_code(long code, bool idem)
+static bool retry_transport(CURLcode e)
 {
-    /* 429 and 503 are refusals before the request is handled (max-in-flight,
-     * priority and fairness, a server starting or stopping), so even a POST
-     * is safe to send again. A 500/502/504 may come after the write. */
-    if (code == 429 || code == 503)
-        return true;
-    return idem && (code == 500 || code == 502 || code == 504);
-}
-
-static bool retry_transport(CURLcode e, CURL *h, bool idem)
-{
-    /* Request bytes sent: none means the server cannot have acted on it. */
-    long sent = 0;
-    curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent);
     switch (e) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
     case CURLE_COULDNT_CONNECT:
     case CURLE_SSL_CONNECT_ERROR:
-        return true;
     case CURLE_SEND_ERROR:
     case CURLE_RECV_ERROR:
     case CURLE_GOT_NOTHING:
     case CURLE_PARTIAL_FILE:
     case CURLE_HTTP2:
     case CURLE_HTTP2_STREAM:
-        /* Reset or EOF: after the request went out only an idempotent
-         * method may be sent again. */
-        return idem || sent == 0;
+        return true;
     default:
         /* Timeouts included: the request already used its whole time (and
          * client-go does not retry them either); certificate errors. */
@@ -713,8 +702,10 @@ int kube_request(kube_client *c, const char *method, const char *path, const cha
     char *url = util_asprintf("%s%s", c->base, path);
     char *shown = c->shown ? util_asprintf("%s%s", c->shown, path) : NULL;
     const char *log_url = shown ? shown : url;
-    bool idem = idempotent(method);
     struct handle *hd = handle_get(c);
+    /* Retries stay within one request timeout in all, so the operation's
+     * own deadline (and its queue's backoff) still decides after that. */
+    util_duration deadline = util_now_mono() + (util_duration)c->timeout_ms * UTIL_MS;
     CURL *h = hd->h;
     buf b = {0};
     int rc = -EIO;
@@ -767,7 +758,7 @@ int kube_request(kube_client *c, const char *method, const char *path, const cha
                 break;
             }
             rc = -EREMOTEIO;
-            retry = retry_code(code, idem);
+            retry = retry_code(code);
         } else {
             obs_v(5, "%s %s failed in %lld milliseconds: %s", method, log_url,
                   (long long)(took / UTIL_MS), hd->err[0] ? hd->err : curl_easy_strerror(e));
@@ -778,11 +769,13 @@ int kube_request(kube_client *c, const char *method, const char *path, const cha
             snprintf(r->message, sizeof(r->message), "%s %s: %s", method, log_url,
                      hd->err[0] ? hd->err : curl_easy_strerror(e));
             rc = -EIO;
-            retry = retry_transport(e, h, idem);
+            retry = retry_transport(e);
         }
         if (!retry || attempt >= c->max_retries)
             break;
         util_duration wait = backoff(attempt, e == CURLE_OK ? head.retry_after : -1);
+        if (util_now_mono() + wait >= deadline)
+            break;
         obs_v(4, "Retrying %s %s after %lld ms (attempt %d of %d): %s", method, log_url,
               (long long)(wait / UTIL_MS), attempt + 1, c->max_retries, r->message);
         util_sleep(wait);

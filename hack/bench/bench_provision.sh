@@ -9,6 +9,7 @@
 #   hack/bench/bench_provision.sh [N]        N claims for the high-budget run (1000)
 #   N_DEFAULT=100 CACHED=100000 B=build hack/bench/bench_provision.sh
 #   RUNS=0 hack/bench/bench_provision.sh     the memory cases (3.) only
+#   ONLY=error-rate CACHED=0 hack/bench/bench_provision.sh   one run by its title
 #
 # Runs, each against a fresh kube-lite, driver and provisioner:
 #   1. upstream's default client budget --kube-api-qps=5 --kube-api-burst=10
@@ -20,6 +21,8 @@
 #   2b. the same budget with kube-lite's binder off (the claims are created
 #      with its annotation; done = PV created): the provisioner's own rate,
 #      as the binder's cost grows with the number of PVs;
+#   2c. N_FAULT (300) claims at the high budget, without and then with
+#   kube-lite's --error-rate=0.2 (20% of API requests answered 500);
 #   3. the provisioner's memory with CACHED (100000) PVCs + CACHED PVs in
 #      kube-lite, bound, once of another driver and once of this one: VmRSS
 #      once its informers synced (the "provisioner started" log line).
@@ -33,6 +36,7 @@ cd "$ROOT"
 B=${B:-build}
 N=${1:-${N:-1000}}
 N_DEFAULT=${N_DEFAULT:-100}
+N_FAULT=${N_FAULT:-300}
 CACHED=${CACHED:-100000}
 RUNS=${RUNS:-1}
 DRIVER_NAME=hostpath.csi.example.com
@@ -150,6 +154,8 @@ HELPER_ARGS=()
 run_case() {
   local title=$1 count=$2
   shift 2
+  # ONLY=<words of a title>: that run alone.
+  [ -z "${ONLY:-}" ] || [[ "$title" == *"$ONLY"* ]] || return 0
   local d
   d=$(mktemp -d "$tmp/case.XXXXXX")
   echo "== $title: $count claims; csi-provisioner $*"
@@ -184,6 +190,15 @@ if [ "$RUNS" != 0 ]; then
     --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
   KL_ARGS=()
   HELPER_ARGS=()
+  # Transient API errors: kube-lite answers 20% of requests (any verb) 500.
+  # Target: N_FAULT claims bound, and deleted, in at most twice the
+  # fault-free time plus 2 s (the request path retries them in place).
+  run_case "high client budget, fault-free reference for the next run" "$N_FAULT" \
+    --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
+  KL_ARGS=(--error-rate=0.2)
+  run_case "high client budget, kube-lite --error-rate=0.2 (20% of API requests answered 500)" \
+    "$N_FAULT" --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
+  KL_ARGS=()
 fi
 
 # cache_case OWNER TITLE: the provisioner's memory with CACHED bound PVCs and

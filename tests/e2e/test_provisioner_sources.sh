@@ -243,7 +243,10 @@ check "clone: PV capacity 1Gi, class gold, handle of the new volume" \
 expect "clone: event ProvisioningSucceeded" 10 has_event c-1 $'ProvisioningSucceeded\tSuccessfully provisioned volume '"$C1_PV"
 
 # The source is deleted while a clone of it is in flight: the finalizer keeps
-# it until the clone is done, then it goes (and its volume with it).
+# it until the clone is done, then it goes (and its volume with it). The
+# clone's CreateVolume takes 6 s here: the look below must fall inside it
+# even on a loaded machine (suites run side by side on 2 cores).
+faults "$WORK/drv-full" '{"CreateVolume": {"delay_ms": 6000}}'
 clone c-2 gold 1Gi src-1
 expect "clone in flight: the source gets the finalizer" 10 has_fin pvc src-1 "$CLONE_FIN"
 K delete pvc src-1 --wait=false >/dev/null 2>&1
@@ -255,7 +258,8 @@ if deleting_but_held && phase_is pvc c-2 Pending; then
 else
   bad "clone in flight: the deleted source is held" "$(K get pvc src-1 c-2 -o yaml 2>&1 | head -n 40)"
 fi
-expect "clone in flight: the clone becomes Bound" 20 phase_is pvc c-2 Bound
+expect "clone in flight: the clone becomes Bound" 40 phase_is pvc c-2 Bound
+faults "$WORK/drv-full" '{"CreateVolume": {"delay_ms": 2000}}'
 C2_PV=$(jp pvc c-2 '{.spec.volumeName}')
 check "clone in flight: the clone was made from the source volume" "{\"id\": \"$SRC1_VOL\", \"type\": \"volume\"}" \
   "$(drv "$WORK/drv-full" "byname.get('$C2_PV', {}).get('source')")"
@@ -373,13 +377,15 @@ else
   bad "VolumeSnapshot vs-1" "$(cat "$WORK/snap.err")"
 fi
 
-faults "$WORK/drv-full" '{"CreateVolume": {"delay_ms": 2000}}'
+# 6 s per CreateVolume: two sweeps (every 1 s) pass well within the call
+# even on a loaded machine.
+faults "$WORK/drv-full" '{"CreateVolume": {"delay_ms": 6000}}'
 restore r-1 gold 1Gi vs-1
 expect "restore: during provisioning the snapshot carries $SNAP_FIN" 10 has_fin volumesnapshot vs-1 "$SNAP_FIN"
-sleep 1.2
+sleep 2.5
 check "restore: the sweeper (every 1 s) keeps it while the claim is Pending" "true Pending" \
   "$(has_fin volumesnapshot vs-1 "$SNAP_FIN" && echo true || echo false) $(jp pvc r-1 '{.status.phase}')"
-expect "restore: the claim becomes Bound" 20 phase_is pvc r-1 Bound
+expect "restore: the claim becomes Bound" 40 phase_is pvc r-1 Bound
 faults "$WORK/drv-full" ""
 R1_PV=$(jp pvc r-1 '{.spec.volumeName}')
 expect "restore: the snapshot's finalizer is released" 10 lacks_fin volumesnapshot vs-1 "$SNAP_FIN"

@@ -718,7 +718,7 @@ static void test_retry_after_is_honoured_and_bounded(void **state)
     conn_close(&k);
 }
 
-static void test_500_is_retried_for_reads_but_never_for_creates(void **state)
+static void test_500_is_retried_for_reads_and_creates(void **state)
 {
     (void)state;
     conn k;
@@ -731,13 +731,36 @@ static void test_500_is_retried_for_reads_but_never_for_creates(void **state)
     assert_int_equal(r.code, 500);
     kube_resp_clear(&r);
     long f1 = requests(&S, "FAULT", "500");
-    assert_int_equal(create_secret(k.c, "default", "never-retried", &r), -EREMOTEIO);
+    assert_int_equal(create_secret(k.c, "default", "retried", &r), -EREMOTEIO);
     assert_int_equal(r.code, 500);
     kube_resp_clear(&r);
     long f2 = requests(&S, "FAULT", "500");
     set_faults(&S, "{\"error_rate\":0}");
     assert_int_equal(f1 - f0, 3); /* GET: 1 + max_retries */
-    assert_int_equal(f2 - f1, 1); /* POST: the write may have happened */
+    /* POST too: a repeat of an applied create answers AlreadyExists, which
+     * callers treat as done. */
+    assert_int_equal(f2 - f1, 3);
+    conn_close(&k);
+}
+
+/* Retries stop once the next wait would pass the request timeout: with
+ * Retry-After 1 s and a 1.5 s timeout, at most two attempts. */
+static void test_retries_stay_within_the_request_timeout(void **state)
+{
+    (void)state;
+    conn k;
+    kube_client_opts o = {.max_retries = 10, .timeout = 1500 * UTIL_MS};
+    assert_int_equal(conn_open(&k, S.kubeconfig, &o), 0);
+    set_faults(&S, "{\"error_rate\":1,\"error_code\":503}");
+    kube_resp r = {0};
+    long f0 = requests(&S, "FAULT", "503");
+    assert_int_equal(create_secret(k.c, "default", "bounded", &r), -EREMOTEIO);
+    assert_int_equal(r.code, 503);
+    kube_resp_clear(&r);
+    long f1 = requests(&S, "FAULT", "503");
+    set_faults(&S, "{\"error_rate\":0}");
+    assert_true(f1 - f0 >= 1);
+    assert_true(f1 - f0 <= 2);
     conn_close(&k);
 }
 
@@ -763,8 +786,8 @@ static void test_refused_connection_is_retried_then_eio(void **state)
     assert_int_equal(r.code, 0);
     assert_null(r.body);
     assert_non_null(strstr(r.message, "onnect"));
-    /* Three backoffs of 50..100, 100..200 and 200..400 ms. */
-    assert_true(took >= 350 * UTIL_MS);
+    /* Three backoffs of 25..50, 50..100 and 100..200 ms. */
+    assert_true(took >= 175 * UTIL_MS);
     kube_resp_clear(&r);
     conn_close(&k);
     free(kc);
@@ -802,7 +825,7 @@ static void *hangup_main(void *ud)
     }
 }
 
-static void test_reset_after_sending_retries_reads_but_not_creates(void **state)
+static void test_reset_after_sending_retries_reads_and_creates(void **state)
 {
     (void)state;
     hangup_srv s = {0};
@@ -831,7 +854,7 @@ static void test_reset_after_sending_retries_reads_but_not_creates(void **state)
     pthread_join(s.th, NULL);
     close(s.fd);
     assert_int_equal(reads, 3);   /* GET: 1 + max_retries */
-    assert_int_equal(creates, 1); /* POST: it may have been handled */
+    assert_int_equal(creates, 3); /* POST too: callers take a repeat as done */
     free(s.kubeconfig);
     free(server);
 }
@@ -1721,10 +1744,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retries_survive_half_429, reset_faults, reset_faults),
         cmocka_unit_test_setup_teardown(test_retry_after_is_honoured_and_bounded, reset_faults,
                                         reset_faults),
-        cmocka_unit_test_setup_teardown(test_500_is_retried_for_reads_but_never_for_creates,
-                                        reset_faults, reset_faults),
+        cmocka_unit_test_setup_teardown(test_500_is_retried_for_reads_and_creates, reset_faults,
+                                        reset_faults),
+        cmocka_unit_test_setup_teardown(test_retries_stay_within_the_request_timeout, reset_faults,
+                                        reset_faults),
         cmocka_unit_test(test_refused_connection_is_retried_then_eio),
-        cmocka_unit_test(test_reset_after_sending_retries_reads_but_not_creates),
+        cmocka_unit_test(test_reset_after_sending_retries_reads_and_creates),
         cmocka_unit_test_setup(test_rate_limiter_qps20_burst5_shared_by_threads, reset_faults),
         cmocka_unit_test_setup(test_connections_are_reused_across_16_threads, reset_faults),
         cmocka_unit_test_setup(test_watch_delivers_events_in_order, reset_faults),
