@@ -171,7 +171,10 @@ void att_time_format(time_t t, char *buf, size_t len);
 /* Merge patches for the status subresource (caller frees). */
 char *att_status_attached(const Csi__V1__ControllerPublishVolumeResponse *resp);
 char *att_status_attached_plain(void); /* the trivial handler: attached=true only */
-char *att_status_attach_error(const char *msg, time_t now);
+/* `code` > 0 (a gRPC code) is stored as errorCode, as upstream does with
+ * its default-on gate MutableCSINodeAllocatableCount; 0: none (an error
+ * before the driver was asked). */
+char *att_status_attach_error(const char *msg, int code, time_t now);
 char *att_status_detach_error(const char *msg, time_t now);
 char *att_status_detached(void);
 

@@ -216,9 +216,9 @@ static int patch_status(att_ctrl *c, const char *name, char *patch)
     return rc;
 }
 
-static void save_error(att_ctrl *c, const char *name, bool attach, const char *msg)
+static void save_error(att_ctrl *c, const char *name, bool attach, const char *msg, int code)
 {
-    char *patch = attach ? att_status_attach_error(msg, time(NULL))
+    char *patch = attach ? att_status_attach_error(msg, code, time(NULL))
                          : att_status_detach_error(msg, time(NULL));
     if (patch_status(c, name, patch) < 0)
         obs_warn("saving the %s error of VolumeAttachment %s: %s", attach ? "attach" : "detach",
@@ -420,7 +420,7 @@ static int attach(att_ctrl *c, const json_object *va)
     if (rc < 0 || !req) {
         obs_v(2, "attaching VolumeAttachment %s: %s", name, util_err_last());
         char *msg = util_strdup(util_err_last());
-        save_error(c, name, true, msg);
+        save_error(c, name, true, msg, 0);
         free(msg);
         return rc < 0 ? rc : -EINVAL;
     }
@@ -432,7 +432,7 @@ static int attach(att_ctrl *c, const json_object *va)
     if (rc < 0) {
         char *msg = att_csi_error_text(&st);
         obs_v(2, "attaching VolumeAttachment %s: %s", name, msg);
-        save_error(c, name, true, msg);
+        save_error(c, name, true, msg, st.code);
         free(msg);
         return rc;
     }
@@ -514,7 +514,7 @@ static int detach(att_ctrl *c, const json_object *va)
     if (rc < 0) {
         char *msg = util_strdup(util_err_last());
         obs_v(2, "detaching VolumeAttachment %s: %s", name, msg);
-        save_error(c, name, false, msg);
+        save_error(c, name, false, msg, 0);
         free(msg);
         return rc;
     }

@@ -569,7 +569,7 @@ char *att_status_attached_plain(void)
     return status_patch(st);
 }
 
-static char *error_patch(const char *field, const char *msg, time_t now)
+static char *error_patch(const char *field, const char *msg, int code, time_t now)
 {
     char when[32];
     att_time_format(now, when, sizeof(when));
@@ -577,20 +577,22 @@ static char *error_patch(const char *field, const char *msg, time_t now)
     json_object *err = json_object_new_object();
     json_object_object_add(err, "message", json_object_new_string(fit));
     json_object_object_add(err, "time", json_object_new_string(when));
+    if (code > 0)
+        json_object_object_add(err, "errorCode", json_object_new_int(code));
     free(fit);
     json_object *st = json_object_new_object();
     json_object_object_add(st, field, err);
     return status_patch(st);
 }
 
-char *att_status_attach_error(const char *msg, time_t now)
+char *att_status_attach_error(const char *msg, int code, time_t now)
 {
-    return error_patch("attachError", msg, now);
+    return error_patch("attachError", msg, code, now);
 }
 
 char *att_status_detach_error(const char *msg, time_t now)
 {
-    return error_patch("detachError", msg, now);
+    return error_patch("detachError", msg, 0, now);
 }
 
 char *att_status_detached(void)

@@ -318,7 +318,8 @@ expect "c3 gets a VolumeAttachment" 20 has_va c3 node-1
 VA3=$(va_of c3 node-1)
 expect "an attach error shows in status.attachError as upstream words it" 30 \
   att_error_has "$VA3" "rpc error: code = Internal desc = backend busy"
-check "the VA is not attached meanwhile" false "$(va_field "$VA3" 'o.get("status", {}).get("attached", False)')"
+check "the VA is not attached meanwhile; errorCode is the gRPC code (13)" "[false, 13]" \
+  "$(va_field "$VA3" '[o.get("status", {}).get("attached", False), o.get("status", {}).get("attachError", {}).get("errorCode")]')"
 long=$(python3 -c 'print("E" * 1990 + "-tail")')
 faults "$WORK/drv-a" '{"ControllerPublishVolume": {"fail": {"count": 100000, "code": "INTERNAL", "message": "'"$long"'"}}}'
 expect "a 2,000-character driver error lands in status, cut with a marker" 30 att_error_has "$VA3" "EEE... [truncated]"

@@ -508,10 +508,15 @@ static void test_status_patches(void **state)
 {
     (void)state;
     time_t t = 1700000000; /* 2023-11-14T22:13:20Z */
-    char *p = att_status_attach_error("boom", t);
+    char *p = att_status_attach_error("boom", 0, t);
     expect_str(
-        "attach error", "patch", p,
+        "attach error before the driver call: no errorCode", "patch", p,
         "{\"status\":{\"attachError\":{\"message\":\"boom\",\"time\":\"2023-11-14T22:13:20Z\"}}}");
+    free(p);
+    p = att_status_attach_error("boom", CSI_INTERNAL, t);
+    expect_str("attach error from the driver: the gRPC code as errorCode", "patch", p,
+               "{\"status\":{\"attachError\":{\"message\":\"boom\",\"time\":\"2023-11-"
+               "14T22:13:20Z\",\"errorCode\":13}}}");
     free(p);
     p = att_status_detach_error("it's \"quoted\"", t);
     expect_str(
@@ -546,7 +551,7 @@ static void test_status_patches(void **state)
     free(p);
     /* a long error lands cut to the limit inside the patch */
     char *long_msg = repeat('x', 2000);
-    p = att_status_attach_error(long_msg, t);
+    p = att_status_attach_error(long_msg, CSI_INTERNAL, t);
     json_object *o = json_tokener_parse(p);
     json_object *st = NULL, *ae = NULL, *m = NULL;
     json_object_object_get_ex(o, "status", &st);
