@@ -316,29 +316,14 @@ static void va_by_pv(const json_object *obj, void (*add)(void *ctx, const char *
         add(ctx, pv);
 }
 
-struct worker {
-    prov_ctrl *c;
-    wq *q;
-    int (*sync)(prov_ctrl *c, const char *key);
-};
-
-static void *work(void *arg)
+static int claim_work(void *ud, const char *key)
 {
-    struct worker *w = arg;
-    char *key = NULL;
-    while (wq_get(w->q, &key) == 0) {
-        int rc = w->sync(w->c, key);
-        if (rc == 0)
-            wq_forget(w->q, key);
-        else if (rc == SYNC_SLOW)
-            wq_add_after(w->q, key, w->c->o.retry_max);
-        else
-            wq_add_rate_limited(w->q, key);
-        wq_done(w->q, key);
-        free(key);
-    }
-    free(w);
-    return NULL;
+    return ctrl_sync_claim(ud, key);
+}
+
+static int volume_work(void *ud, const char *key)
+{
+    return ctrl_sync_volume(ud, key);
 }
 
 static int informer(prov_ctrl *c, const kube_resource *res, void (*slim)(void *, json_object *),
@@ -431,17 +416,27 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
         return rc;
     }
     int n = opts->workers > 0 ? opts->workers : 1;
-    c->threads = util_calloc((size_t)n * 2, sizeof(pthread_t));
-    for (int i = 0; i < 2 * n; i++) {
-        struct worker *w = util_calloc(1, sizeof(*w));
-        w->c = c;
-        w->q = i < n ? c->claims : c->volumes;
-        w->sync = i < n ? ctrl_sync_claim : ctrl_sync_volume;
-        if (pthread_create(&c->threads[i], NULL, work, w) != 0) {
-            free(w);
-            break;
-        }
-        c->n_threads++;
+    /* --worker-threads is a maximum per queue: idle, one thread each; a
+     * burst grows the pool, a quiet half minute shrinks it (upstream keeps
+     * them all, each with its stack). */
+    wq_pool_opts po = {.max_workers = n,
+                       .min_workers = 1,
+                       .idle_exit = WORKER_IDLE_EXIT,
+                       .slow_delay = opts->retry_max,
+                       .sync = claim_work,
+                       .ud = c};
+    rc = wq_pool_start(c->claims, &po);
+    if (rc == 0) {
+        c->claims_pool = true;
+        po.sync = volume_work;
+        rc = wq_pool_start(c->volumes, &po);
+    }
+    if (rc == 0)
+        c->volumes_pool = true;
+    if (rc < 0) {
+        util_err_set(rc, "starting the worker threads failed");
+        prov_ctrl_stop(c);
+        return rc;
     }
     if (opts->sweep_interval > 0 && cfg->create_delete_snapshot &&
         pthread_create(&c->sweep_th, NULL, ctrl_sweeper, c) == 0)
@@ -451,7 +446,7 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
     /* The first lists parsed every object of the cluster, cached or not:
      * give those pages back rather than carry them for the process's life. */
     malloc_trim(0);
-    obs_info("provisioner started: %d claim and %d volume workers", n, n);
+    obs_info("provisioner started: up to %d claim and %d volume workers", n, n);
     obs_v(2, "cached: %zu claims (%zu bytes), %zu volumes (%zu bytes)",
           kube_informer_count(c->pvcs), kube_informer_bytes(c->pvcs), kube_informer_count(c->pvs),
           kube_informer_bytes(c->pvs));
@@ -476,9 +471,10 @@ void prov_ctrl_stop(prov_ctrl *c)
         kube_informer_stop(all[i]);
     wq_shutdown(c->claims, false);
     wq_shutdown(c->volumes, false);
-    for (int i = 0; i < c->n_threads; i++)
-        pthread_join(c->threads[i], NULL);
-    free(c->threads);
+    if (c->claims_pool)
+        wq_pool_join(c->claims);
+    if (c->volumes_pool)
+        wq_pool_join(c->volumes);
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         kube_informer_free(all[i]);
     wq_free(c->claims);

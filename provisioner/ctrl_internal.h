@@ -27,6 +27,9 @@
 #define SNAPSHOT_FINALIZER    "provisioner.storage.kubernetes.io/volumesnapshot-as-source-protection"
 #define ANN_ALLOW_MODE_CHANGE "snapshot.storage.k8s.io/allow-volume-mode-change"
 
+/* A worker beyond the first of its pool exits after this long idle. */
+#define WORKER_IDLE_EXIT (30 * UTIL_SECOND)
+
 /* Returned by a sync that must wait --retry-interval-max (infeasible). */
 #define SYNC_SLOW 1
 
@@ -64,8 +67,7 @@ struct prov_ctrl {
     json_object *local_node, *local_csinode, *local_labels;
     struct lh_table *owning;
     wq *claims, *volumes;
-    pthread_t *threads;
-    int n_threads;
+    bool claims_pool, volumes_pool; /* their worker pools run */
     obs_metric *provision_total, *provision_failed, *provision_seconds;
     obs_metric *delete_total, *delete_failed, *delete_seconds;
 };

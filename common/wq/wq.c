@@ -77,7 +77,17 @@ struct wq {
 
     obs_metric *m_depth, *m_adds, *m_retries, *m_queue_dur, *m_work_dur;
     obs_metric *m_unfinished, *m_longest;
+
+    /* the elastic worker pool (wq_pool_start), under mu */
+    bool pool_on;
+    wq_pool_opts pool;
+    int pool_threads, pool_waiting, pool_peak;
+    pthread_cond_t pool_exit_cv; /* pool_threads dropped */
+    pthread_t *reap;             /* threads that exited, to join */
+    size_t n_reap;
 };
+
+static void pool_spawn_locked(wq *q);
 
 /* ---- entries ------------------------------------------------------------ */
 
@@ -167,6 +177,12 @@ static void fifo_push(wq *q, entry *e)
     q->tail = e;
     q->len++;
     pthread_cond_signal(&q->cv);
+    /* More keys wait than workers do (threads just started count as not
+     * waiting yet, so a burst grows the pool by its size): one more worker,
+     * within the pool's maximum. */
+    if (q->pool_on && !q->shutting_down && q->len > (size_t)q->pool_waiting &&
+        q->pool_threads < q->pool.max_workers)
+        pool_spawn_locked(q);
 }
 
 static entry *fifo_pop(wq *q)
@@ -505,14 +521,16 @@ wq *wq_new(const wq_opts *opts)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->cv, NULL);
+    pthread_cond_init(&q->cv, &ca);
     pthread_cond_init(&q->timer_cv, &ca);
+    pthread_cond_init(&q->pool_exit_cv, NULL);
     pthread_condattr_destroy(&ca);
     /* Before the timer thread starts, which reads the metric pointers. */
     if (opts->metrics != NULL)
         create_metrics(q, opts->metrics);
 
     if (pthread_create(&q->timer, NULL, timer_main, q) != 0) {
+        pthread_cond_destroy(&q->pool_exit_cv);
         pthread_cond_destroy(&q->timer_cv);
         pthread_cond_destroy(&q->cv);
         pthread_mutex_destroy(&q->mu);
@@ -553,6 +571,8 @@ void wq_free(wq *q)
     }
     free(q->buckets);
     free(q->heap);
+    free(q->reap);
+    pthread_cond_destroy(&q->pool_exit_cv);
     pthread_cond_destroy(&q->timer_cv);
     pthread_cond_destroy(&q->cv);
     pthread_mutex_destroy(&q->mu);
@@ -632,15 +652,26 @@ util_duration wq_backoff(wq *q, const char *key)
     return d;
 }
 
-int wq_get(wq *q, char **key)
+/* wq_get with q->mu held (released on return); until `deadline` (0: no
+ * limit), then -ETIMEDOUT. */
+static int get_locked(wq *q, char **key, util_duration deadline)
 {
     delta d;
     delta_init(&d);
 
     *key = NULL;
-    pthread_mutex_lock(&q->mu);
-    while (q->head == NULL && !q->shutting_down)
-        pthread_cond_wait(&q->cv, &q->mu);
+    while (q->head == NULL && !q->shutting_down) {
+        if (deadline == 0) {
+            pthread_cond_wait(&q->cv, &q->mu);
+            continue;
+        }
+        struct timespec ts = mono_timespec(deadline);
+        if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT && q->head == NULL &&
+            !q->shutting_down) {
+            pthread_mutex_unlock(&q->mu);
+            return -ETIMEDOUT;
+        }
+    }
     /* Without drain the FIFO was emptied at shutdown and stays empty. */
     if (q->head == NULL) {
         pthread_mutex_unlock(&q->mu);
@@ -657,6 +688,12 @@ int wq_get(wq *q, char **key)
     pthread_mutex_unlock(&q->mu);
     apply(q, &d);
     return 0;
+}
+
+int wq_get(wq *q, char **key)
+{
+    pthread_mutex_lock(&q->mu);
+    return get_locked(q, key, 0);
 }
 
 void wq_done(wq *q, const char *key)
@@ -703,4 +740,124 @@ bool wq_shutting_down(wq *q)
     bool s = q->shutting_down;
     pthread_mutex_unlock(&q->mu);
     return s;
+}
+
+/* ---- elastic pool -------------------------------------------------------- */
+
+/* Joins threads that exited (they no longer touch the queue). */
+static void join_all(pthread_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        pthread_join(ids[i], NULL);
+    free(ids);
+}
+
+/* Records the calling thread as exited; hands back the earlier ones to join. */
+static pthread_t *pool_leave_locked(wq *q, size_t *n_old)
+{
+    pthread_t *old = q->reap;
+    *n_old = q->n_reap;
+    q->reap = util_calloc(1, sizeof(pthread_t));
+    q->reap[0] = pthread_self();
+    q->n_reap = 1;
+    q->pool_threads--;
+    pthread_cond_broadcast(&q->pool_exit_cv);
+    return old;
+}
+
+static void *pool_main(void *arg)
+{
+    wq *q = arg;
+    for (;;) {
+        char *key = NULL;
+        pthread_mutex_lock(&q->mu);
+        bool extra = q->pool_threads > q->pool.min_workers;
+        q->pool_waiting++;
+        int rc = get_locked(q, &key, extra ? util_now_mono() + q->pool.idle_exit : 0);
+        pthread_mutex_lock(&q->mu);
+        q->pool_waiting--;
+        /* A timed-out thread leaves only while others keep the minimum. */
+        if (rc == -ESHUTDOWN || (rc == -ETIMEDOUT && q->pool_threads > q->pool.min_workers)) {
+            size_t n_old = 0;
+            pthread_t *old = pool_leave_locked(q, &n_old);
+            pthread_mutex_unlock(&q->mu);
+            join_all(old, n_old);
+            return NULL;
+        }
+        pthread_mutex_unlock(&q->mu);
+        if (rc < 0)
+            continue;
+        rc = q->pool.sync(q->pool.ud, key);
+        if (rc == 0)
+            wq_forget(q, key);
+        else if (rc > 0)
+            wq_add_after(q, key, q->pool.slow_delay);
+        else
+            wq_add_rate_limited(q, key);
+        wq_done(q, key);
+        free(key);
+    }
+}
+
+static void pool_spawn_locked(wq *q)
+{
+    pthread_t th;
+    if (pthread_create(&th, NULL, pool_main, q) != 0)
+        return; /* the threads there are carry on */
+    q->pool_threads++;
+    if (q->pool_threads > q->pool_peak)
+        q->pool_peak = q->pool_threads;
+}
+
+int wq_pool_start(wq *q, const wq_pool_opts *opts)
+{
+    pthread_mutex_lock(&q->mu);
+    if (q->pool_on) {
+        pthread_mutex_unlock(&q->mu);
+        return -EBUSY;
+    }
+    q->pool = *opts;
+    if (q->pool.max_workers < 1)
+        q->pool.max_workers = 1;
+    if (q->pool.min_workers < 1)
+        q->pool.min_workers = 1;
+    if (q->pool.min_workers > q->pool.max_workers)
+        q->pool.min_workers = q->pool.max_workers;
+    if (q->pool.idle_exit <= 0)
+        q->pool.idle_exit = 30 * UTIL_SECOND;
+    q->pool_on = true;
+    for (int i = 0; i < q->pool.min_workers; i++)
+        pool_spawn_locked(q);
+    /* Keys queued before the pool started wait for the first workers. */
+    int rc = q->pool_threads > 0 ? 0 : -EAGAIN;
+    if (rc < 0)
+        q->pool_on = false;
+    pthread_mutex_unlock(&q->mu);
+    return rc;
+}
+
+void wq_pool_join(wq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    while (q->pool_threads > 0)
+        pthread_cond_wait(&q->pool_exit_cv, &q->mu);
+    pthread_t *old = q->reap;
+    size_t n_old = q->n_reap;
+    q->reap = NULL;
+    q->n_reap = 0;
+    q->pool_on = false;
+    pthread_mutex_unlock(&q->mu);
+    join_all(old, n_old);
+}
+
+void wq_pool_stats(wq *q, int *threads, int *idle, int *peak)
+{
+    pthread_mutex_lock(&q->mu);
+    if (threads)
+        *threads = q->pool_threads;
+    if (idle)
+        *idle = q->pool_waiting;
+    if (peak)
+        *peak = q->pool_peak;
+    pthread_mutex_unlock(&q->mu);
 }

@@ -67,4 +67,29 @@ size_t wq_len(wq *q);
 void wq_shutdown(wq *q, bool drain);
 bool wq_shutting_down(wq *q);
 
+/*
+ * An elastic pool of workers on one queue: at most max_workers threads run
+ * `sync` on its keys. It keeps min_workers threads, starts one more when a
+ * key is queued while none waits for one (up to the maximum), and a thread
+ * beyond the minimum exits after idle_exit without a key. What `sync`
+ * returns decides the key's next turn: 0 done (wq_forget), > 0 again after
+ * slow_delay, < 0 again after its backoff (wq_add_rate_limited).
+ */
+typedef struct wq_pool_opts {
+    int max_workers;         /* < 1: 1 */
+    int min_workers;         /* threads kept while idle; < 1: 1; capped at max_workers */
+    util_duration idle_exit; /* 0: 30 s */
+    util_duration slow_delay;
+    int (*sync)(void *ud, const char *key);
+    void *ud;
+} wq_pool_opts;
+
+/* Starts the queue's pool (one per queue): 0, -EBUSY when one runs, or
+ * -EAGAIN when no thread could be started. */
+int wq_pool_start(wq *q, const wq_pool_opts *opts);
+/* After wq_shutdown: waits until every worker of the pool has exited. */
+void wq_pool_join(wq *q);
+/* Worker threads now, of them waiting for a key, and the most at once. */
+void wq_pool_stats(wq *q, int *threads, int *idle, int *peak);
+
 #endif

@@ -179,13 +179,23 @@ static long client_do(struct client *c, const char *method, const char *path, co
         curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, method);
     }
     CURLcode rc = curl_easy_perform(c->h);
+    long code = 0;
+    /* Injected faults (kube-lite --error-rate) are answered before the
+     * request is handled: the load generator sends it again. */
+    for (int i = 0; rc == CURLE_OK && i < 50; i++) {
+        curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &code);
+        if (code != 429 && code < 500)
+            break;
+        sleep_ms(10);
+        c->body.len = 0;
+        rc = curl_easy_perform(c->h);
+    }
     if (rc != CURLE_OK) {
         const char *msg = curl_easy_strerror(rc);
         c->body.len = 0;
         buf_add(&c->body, msg, strlen(msg));
         return -1;
     }
-    long code = 0;
     curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &code);
     return code;
 }
@@ -489,8 +499,17 @@ static void *watch_run(void *arg)
     curl_easy_setopt(h, CURLOPT_HEADERDATA, wt);
     curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, watch_progress);
-    CURLcode rc = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &wt->code);
+    CURLcode rc;
+    for (;;) {
+        wt->line.len = 0;
+        rc = curl_easy_perform(h);
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &wt->code);
+        /* kube-lite --error-rate answers watches 500 too: the same
+         * resourceVersion again replays what came meanwhile. */
+        if (atomic_load(&w.stop) || !(wt->code == 429 || wt->code >= 500))
+            break;
+        sleep_ms(20);
+    }
     if (!atomic_load(&w.stop))
         fprintf(stderr, "bench_provision: watch %s ended early: %s (HTTP %ld)\n", wt->path,
                 curl_easy_strerror(rc), wt->code);

@@ -10,6 +10,7 @@
 #   N_DEFAULT=100 CACHED=100000 B=build hack/bench/bench_provision.sh
 #   RUNS=0 hack/bench/bench_provision.sh     the memory cases (3.) only
 #   ONLY=error-rate CACHED=0 hack/bench/bench_provision.sh   one run by its title
+#   QUIET_S=60 hack/bench/bench_provision.sh  threads and memory also after 60 s of quiet
 #
 # Runs, each against a fresh kube-lite, driver and provisioner:
 #   1. upstream's default client budget --kube-api-qps=5 --kube-api-burst=10
@@ -44,8 +45,8 @@ DRIVER_NAME=hostpath.csi.example.com
 make --no-print-directory -s B="$B" "$B/bin/kube-lite" "$B/bin/example-csi-driver" \
   "$B/bin/csi-provisioner" >/dev/null
 mkdir -p "$B/bench"
-# shellcheck disable=SC2046 # pkg-config output is meant to split
 make --no-print-directory -s B="$B" "$B/lib/libcsisidecar.a" >/dev/null
+# shellcheck disable=SC2046 # pkg-config output is meant to split
 cc -O2 -std=gnu11 -D_GNU_SOURCE -I. -Icommon $(pkg-config --cflags json-c libcurl) \
   hack/bench/bench_provision.c "$B/lib/libcsisidecar.a" $(pkg-config --libs json-c libcurl) \
   -lpthread -o "$B/bench/bench_provision"
@@ -139,6 +140,11 @@ start_prov() {
 }
 
 kib() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"; }
+dirty() { awk '$1 == "Private_Dirty:" {s += $2} END {print s + 0}' "/proc/$1/smaps_rollup"; }
+# threads, VmRSS and private dirty memory of the provisioner, one line
+proc_line() {
+  echo "threads $(kib "$PROV_PID" Threads), VmRSS $(mib "$(kib "$PROV_PID" VmRSS)") MiB, private dirty $(mib "$(dirty "$PROV_PID")") MiB"
+}
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
 
 storage_class() {
@@ -165,12 +171,32 @@ run_case() {
   start_prov "$d" "$@"
   echo "  provisioner at start (empty cluster, informers synced): VmRSS $(mib "$(kib "$PROV_PID" VmRSS)") MiB" \
     "(RssAnon $(mib "$(kib "$PROV_PID" RssAnon)") MiB, RssFile $(mib "$(kib "$PROV_PID" RssFile)") MiB: shared libraries)"
+  sleep 1
+  echo "  provisioner idle: $(proc_line)"
+  # the most threads while the run goes on, sampled every 50 ms
+  local peak_file="$d/peak"
+  (
+    peak=0
+    while kill -0 "$PROV_PID" 2>/dev/null; do
+      n=$(kib "$PROV_PID" Threads 2>/dev/null || echo 0)
+      [ "${n:-0}" -gt "$peak" ] && peak=$n && echo "$peak" >"$peak_file"
+      sleep 0.05
+    done
+  ) &
+  local sampler=$!
   if ! "$HELPER" run --url="$URL" --count="$count" --prov-pid="$PROV_PID" --state-dir="$d/state" \
     --timeout=1800 "${HELPER_ARGS[@]}"; then
     status=1
     echo "  FAILED (see above); provisioner log tail:"
     grep -v '^I' "$d/prov.log" | tail -n 10 | sed 's/^/    /'
   fi
+  echo "  provisioner right after the run: $(proc_line); peak threads $(cat "$peak_file" 2>/dev/null || echo '?')"
+  if [ "${QUIET_S:-0}" -gt 0 ]; then
+    sleep "$QUIET_S"
+    echo "  provisioner after ${QUIET_S} s of quiet: $(proc_line)"
+  fi
+  kill "$sampler" 2>/dev/null || true
+  wait "$sampler" 2>/dev/null || true
   stop_all
   rm -rf "$d"
 }

@@ -698,6 +698,187 @@ static void test_metrics(void **state)
     obs_registry_free(r);
 }
 
+/* ---- elastic pool ------------------------------------------------------------ */
+
+typedef struct pool_probe {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int running, most, done;
+    bool release;   /* blocked syncs may return */
+    int fail_first; /* keys "fail" (return -1) this many times in all */
+    int slow_first; /* then return 1 this many times */
+} pool_probe;
+
+static int probe_sync(void *ud, const char *key)
+{
+    (void)key;
+    pool_probe *p = ud;
+    pthread_mutex_lock(&p->mu);
+    p->running++;
+    if (p->running > p->most)
+        p->most = p->running;
+    while (!p->release)
+        pthread_cond_wait(&p->cv, &p->mu);
+    p->running--;
+    int rc = 0;
+    if (p->fail_first > 0) {
+        p->fail_first--;
+        rc = -1;
+    } else if (p->slow_first > 0) {
+        p->slow_first--;
+        rc = 1;
+    } else {
+        p->done++;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+static void probe_init(pool_probe *p)
+{
+    memset(p, 0, sizeof(*p));
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+}
+
+static void probe_release(pool_probe *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->release = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static int probe_get(pool_probe *p, const int *field)
+{
+    pthread_mutex_lock(&p->mu);
+    int v = *field;
+    pthread_mutex_unlock(&p->mu);
+    return v;
+}
+
+/* Polls (up to ~20 s) until `cond` holds for the pool's thread count. */
+static int wait_threads(wq *q, int want)
+{
+    int n = -1;
+    for (int i = 0; i < 2000; i++) {
+        wq_pool_stats(q, &n, NULL, NULL);
+        if (n == want)
+            break;
+        util_sleep(10 * UTIL_MS);
+    }
+    return n;
+}
+
+static void test_pool_keeps_min_workers_idle(void **state)
+{
+    (void)state;
+    wq *q = new_queue("pool", 0, 0, NULL);
+    pool_probe p;
+    probe_init(&p);
+    wq_pool_opts o = {.max_workers = 8, .min_workers = 2, .sync = probe_sync, .ud = &p};
+    assert_int_equal(wq_pool_start(q, &o), 0);
+    assert_int_equal(wq_pool_start(q, &o), -EBUSY);
+    int threads = 0, peak = 0;
+    wq_pool_stats(q, &threads, NULL, &peak);
+    assert_int_equal(threads, 2);
+    assert_int_equal(peak, 2);
+    wq_shutdown(q, false);
+    wq_pool_join(q);
+    wq_pool_stats(q, &threads, NULL, NULL);
+    assert_int_equal(threads, 0);
+    wq_free(q);
+}
+
+static void test_pool_grows_to_max_under_a_burst_and_not_beyond(void **state)
+{
+    (void)state;
+    wq *q = new_queue("pool", 0, 0, NULL);
+    pool_probe p;
+    probe_init(&p);
+    wq_pool_opts o = {.max_workers = 4, .min_workers = 1, .sync = probe_sync, .ud = &p};
+    assert_int_equal(wq_pool_start(q, &o), 0);
+    char key[16];
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        wq_add(q, key);
+    }
+    /* Every sync blocks: the pool grows until 4 run at once. */
+    for (int i = 0; i < 2000 && probe_get(&p, &p.running) < 4; i++)
+        util_sleep(10 * UTIL_MS);
+    assert_int_equal(probe_get(&p, &p.running), 4);
+    probe_release(&p);
+    for (int i = 0; i < 2000 && probe_get(&p, &p.done) < 20; i++)
+        util_sleep(10 * UTIL_MS);
+    assert_int_equal(probe_get(&p, &p.done), 20);
+    int peak = 0;
+    wq_pool_stats(q, NULL, NULL, &peak);
+    assert_int_equal(peak, 4);
+    assert_int_equal(probe_get(&p, &p.most), 4);
+    wq_shutdown(q, false);
+    wq_pool_join(q);
+    wq_free(q);
+}
+
+static void test_pool_shrinks_to_min_after_idle_exit(void **state)
+{
+    (void)state;
+    wq *q = new_queue("pool", 0, 0, NULL);
+    pool_probe p;
+    probe_init(&p);
+    wq_pool_opts o = {.max_workers = 6,
+                      .min_workers = 1,
+                      .idle_exit = 50 * UTIL_MS,
+                      .sync = probe_sync,
+                      .ud = &p};
+    assert_int_equal(wq_pool_start(q, &o), 0);
+    char key[16];
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        wq_add(q, key);
+    }
+    for (int i = 0; i < 2000 && probe_get(&p, &p.running) < 6; i++)
+        util_sleep(10 * UTIL_MS);
+    assert_int_equal(probe_get(&p, &p.running), 6);
+    probe_release(&p);
+    assert_int_equal(wait_threads(q, 1), 1);
+    /* Still working after shrinking: a new burst is handled. */
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof(key), "again%d", i);
+        wq_add(q, key);
+    }
+    for (int i = 0; i < 2000 && probe_get(&p, &p.done) < 12; i++)
+        util_sleep(10 * UTIL_MS);
+    assert_int_equal(probe_get(&p, &p.done), 12);
+    wq_shutdown(q, false);
+    wq_pool_join(q);
+    wq_free(q);
+}
+
+static void test_pool_sync_result_decides_the_next_turn(void **state)
+{
+    (void)state;
+    wq *q = new_queue("pool", 1 * UTIL_MS, 10 * UTIL_MS, NULL);
+    pool_probe p;
+    probe_init(&p);
+    p.release = true;
+    p.fail_first = 2; /* backoff twice, */
+    p.slow_first = 1; /* then slow_delay once, then done */
+    wq_pool_opts o = {.max_workers = 1, .slow_delay = 5 * UTIL_MS, .sync = probe_sync, .ud = &p};
+    assert_int_equal(wq_pool_start(q, &o), 0);
+    wq_add(q, "k");
+    for (int i = 0; i < 2000 && probe_get(&p, &p.done) < 1; i++)
+        util_sleep(10 * UTIL_MS);
+    assert_int_equal(probe_get(&p, &p.done), 1);
+    /* Done: the failures were forgotten. */
+    for (int i = 0; i < 200 && wq_num_requeues(q, "k") != 0; i++)
+        util_sleep(10 * UTIL_MS);
+    assert_int_equal(wq_num_requeues(q, "k"), 0);
+    wq_shutdown(q, false);
+    wq_pool_join(q);
+    wq_free(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -715,6 +896,10 @@ int main(void)
         cmocka_unit_test(test_shutdown_with_drain),
         cmocka_unit_test(test_len),
         cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_pool_keeps_min_workers_idle),
+        cmocka_unit_test(test_pool_grows_to_max_under_a_burst_and_not_beyond),
+        cmocka_unit_test(test_pool_shrinks_to_min_after_idle_exit),
+        cmocka_unit_test(test_pool_sync_result_decides_the_next_turn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
