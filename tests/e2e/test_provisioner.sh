@@ -414,7 +414,9 @@ expect "and so does its volume" 10 drv_lacks "$WORK/drv-a" "$VA_PV"
 
 # ---- claims deleted during provisioning --------------------------------------------------------
 
-faults "$WORK/drv-a" '{"CreateVolume": {"delay_ms": 3000}}'
+# 7 s (under the default 10 s --timeout): the look below must fall inside
+# the call even on a loaded machine (suites run side by side on 2 cores).
+faults "$WORK/drv-a" '{"CreateVolume": {"delay_ms": 7000}}'
 pvc p-slow imm
 expect "a slow CreateVolume: the claim first gets the in-progress finalizer" 10 \
   pvc_has_fin p-slow external-provisioner.volume.kubernetes.io/provisioning-in-progress
@@ -422,7 +424,7 @@ SLOW_PV="pvc-$(uid_of p-slow)"
 K delete pvc p-slow --wait=false >/dev/null 2>&1
 check "deleted during CreateVolume, the claim is held by the finalizer" "true" \
   "$(K get pvc p-slow -o json 2>&1 | pyj '"deletionTimestamp" in o["metadata"] and "external-provisioner.volume.kubernetes.io/provisioning-in-progress" in o["metadata"]["finalizers"]' | tr A-Z a-z)"
-expect "the delayed CreateVolume makes the volume, then the claim is gone" 20 is_gone pvc p-slow
+expect "the delayed CreateVolume makes the volume, then the claim is gone" 40 is_gone pvc p-slow
 expect "and the driver holds no volume for it" 20 drv_lacks "$WORK/drv-a" "$SLOW_PV"
 faults "$WORK/drv-a" ""
 

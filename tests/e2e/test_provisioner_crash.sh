@@ -143,7 +143,7 @@ start_prov() {
   echo "==== start #$((PROV_STARTS + 1)) at $(date +%T.%N)" >>"$WORK/prov.log"
   "$PROV" --kubeconfig="$WORK/kubeconfig" --csi-address="$WORK/csi.sock" \
     --worker-threads=16 --kube-api-qps=500 --kube-api-burst=1000 \
-    --retry-interval-start=50ms --retry-interval-max=1s --timeout=2s >>"$WORK/prov.log" 2>&1 &
+    --retry-interval-start=50ms --retry-interval-max=1s --timeout=4s >>"$WORK/prov.log" 2>&1 &
   PROV_PID=$!
   PROV_STARTS=$((PROV_STARTS + 1))
 }
@@ -417,9 +417,11 @@ KILLS=0
 PROV_EXITS=0
 DRV_CRASHES=0
 PHASE_CRASHES=0
-# CreateVolume takes 1.5 s now (< --timeout): the late claims are deleted,
-# and the provisioner killed, while their calls are in flight.
-set_faults '{"CreateVolume": {"delay_ms": 1500}}'
+# CreateVolume takes 3 s now (< --timeout; long enough to look at every late
+# claim while its call is in flight, even on a loaded machine): the late
+# claims are deleted, and the provisioner killed, while their calls are in
+# flight.
+set_faults '{"CreateVolume": {"delay_ms": 3000}}'
 claims "$WORK/late.yaml" late "$LATE"
 applied=$(K apply -f "$WORK/late.yaml" 2>&1 | grep -c ' created$')
 check "$LATE late claims created" "$LATE" "$applied"
@@ -428,7 +430,7 @@ api /api/v1/namespaces/default/persistentvolumeclaims |
   sort >"$WORK/late.volnames"
 # Wait (the provisioner is not killed meanwhile) until every late claim's
 # CreateVolume has reached the driver (it logs requests on arrival at -v=5):
-# from then on each call is in flight for 1.5 s.
+# from then on each call is in flight for 3 s.
 arrived=0
 for _ in $(seq 1 200); do
   arrived=$(grep -o 'CreateVolume {"name":"pvc-[0-9a-f-]*"' "$WORK/driver.log" |
@@ -461,7 +463,7 @@ late_seen() {
   [ "$seen" -gt "$LATE_SEEN" ] && LATE_SEEN=$seen
   return 0
 }
-# The successor repeats each CreateVolume (1.5 s, queued behind the
+# The successor repeats each CreateVolume (3 s, queued behind the
 # original call in the driver) to learn the volume, deletes it, then lets
 # the claim go. No random kills here: a provisioner killed more often than
 # a CreateVolume takes can never finish one (as upstream's).

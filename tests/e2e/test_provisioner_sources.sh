@@ -244,9 +244,10 @@ expect "clone: event ProvisioningSucceeded" 10 has_event c-1 $'ProvisioningSucce
 
 # The source is deleted while a clone of it is in flight: the finalizer keeps
 # it until the clone is done, then it goes (and its volume with it). The
-# clone's CreateVolume takes 6 s here: the look below must fall inside it
-# even on a loaded machine (suites run side by side on 2 cores).
-faults "$WORK/drv-full" '{"CreateVolume": {"delay_ms": 6000}}'
+# clone's CreateVolume answers UNAVAILABLE (outcome unknown: still in
+# flight) until the look below is done, so no timing decides what it sees
+# on a loaded machine (suites run side by side on 2 cores).
+faults "$WORK/drv-full" '{"CreateVolume": {"fail": {"count": 100000, "code": "UNAVAILABLE", "message": "busy"}}}'
 clone c-2 gold 1Gi src-1
 expect "clone in flight: the source gets the finalizer" 10 has_fin pvc src-1 "$CLONE_FIN"
 K delete pvc src-1 --wait=false >/dev/null 2>&1
@@ -258,8 +259,8 @@ if deleting_but_held && phase_is pvc c-2 Pending; then
 else
   bad "clone in flight: the deleted source is held" "$(K get pvc src-1 c-2 -o yaml 2>&1 | head -n 40)"
 fi
-expect "clone in flight: the clone becomes Bound" 40 phase_is pvc c-2 Bound
 faults "$WORK/drv-full" '{"CreateVolume": {"delay_ms": 2000}}'
+expect "clone in flight: the clone becomes Bound" 40 phase_is pvc c-2 Bound
 C2_PV=$(jp pvc c-2 '{.spec.volumeName}')
 check "clone in flight: the clone was made from the source volume" "{\"id\": \"$SRC1_VOL\", \"type\": \"volume\"}" \
   "$(drv "$WORK/drv-full" "byname.get('$C2_PV', {}).get('source')")"
@@ -377,14 +378,16 @@ else
   bad "VolumeSnapshot vs-1" "$(cat "$WORK/snap.err")"
 fi
 
-# 6 s per CreateVolume: two sweeps (every 1 s) pass well within the call
-# even on a loaded machine.
-faults "$WORK/drv-full" '{"CreateVolume": {"delay_ms": 6000}}'
+# CreateVolume answers UNAVAILABLE (outcome unknown: the restore is still in
+# flight) until the look below is done: two sweeps (every 1 s) pass while
+# the claim is Pending, whatever the machine's load.
+faults "$WORK/drv-full" '{"CreateVolume": {"fail": {"count": 100000, "code": "UNAVAILABLE", "message": "busy"}}}'
 restore r-1 gold 1Gi vs-1
 expect "restore: during provisioning the snapshot carries $SNAP_FIN" 10 has_fin volumesnapshot vs-1 "$SNAP_FIN"
 sleep 2.5
 check "restore: the sweeper (every 1 s) keeps it while the claim is Pending" "true Pending" \
   "$(has_fin volumesnapshot vs-1 "$SNAP_FIN" && echo true || echo false) $(jp pvc r-1 '{.status.phase}')"
+faults "$WORK/drv-full" '{"CreateVolume": {"delay_ms": 2000}}'
 expect "restore: the claim becomes Bound" 40 phase_is pvc r-1 Bound
 faults "$WORK/drv-full" ""
 R1_PV=$(jp pvc r-1 '{.spec.volumeName}')
