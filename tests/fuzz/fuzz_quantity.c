@@ -1,0 +1,65 @@
+/*
+ * fuzz_quantity: Kubernetes quantities and Go durations from arbitrary text.
+ * Besides "no crash", three properties are checked, each a bug when it
+ * fails: the provisioner's and kube-lite's quantity parsers agree on every
+ * text both accept; a size the provisioner formats parses back to itself;
+ * a duration formatted as Go does parses back to itself.
+ */
+#include <stdlib.h>
+
+#include "kube-lite/kl.h"
+#include "provisioner/provisioner.h"
+#include "util/util.h"
+
+#include "fuzz.h"
+
+static void quantity(const char *s)
+{
+    int64_t a = 0;
+    int64_t b = 0;
+    int ra = prov_quantity_parse(s, &a);
+    int rb = kl_quantity_parse(s, &b);
+    if (ra == 0 && rb == 0 && a != b) {
+        fprintf(stderr, "quantity %s: provisioner %lld, kube-lite %lld\n", s, (long long)a,
+                (long long)b);
+        abort();
+    }
+    if (ra == 0 && a >= 0) {
+        char buf[PROV_QUANTITY_MAX];
+        prov_quantity_format(a, buf, sizeof(buf));
+        int64_t back = 0;
+        if (prov_quantity_parse(buf, &back) != 0 || back != a) {
+            fprintf(stderr, "quantity %lld formats as %s, parses back as %lld\n", (long long)a, buf,
+                    (long long)back);
+            abort();
+        }
+    }
+}
+
+static void duration(const char *s)
+{
+    util_duration d = 0;
+    if (util_duration_parse(s, &d) != 0)
+        return;
+    char buf[64];
+    util_duration_format(d, buf, sizeof(buf));
+    util_duration back = 0;
+    if (util_duration_parse(buf, &back) != 0 || back != d) {
+        fprintf(stderr, "duration %lld formats as %s, parses back as %lld\n", (long long)d, buf,
+                (long long)back);
+        abort();
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size > 256)
+        return 0;
+    char *s = fuzz_cstr(data, size);
+    if (s == NULL)
+        return 0;
+    quantity(s);
+    duration(s);
+    free(s);
+    return 0;
+}
