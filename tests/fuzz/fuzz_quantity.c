@@ -35,10 +35,11 @@ static void quantity(const char *s)
      * anything else. 1: kube-lite keeps 19 significant digits, so with more
      * it can answer one less in magnitude. 2: an exponent beyond int32
      * ("1E-4294967295") wraps in the provisioner as Go's int32(parsed) does;
-     * kube-lite clamps it. */
+     * kube-lite clamps it. 3: the provisioner answers -INT64_MAX for exactly
+     * INT64_MIN ("-8Ei"), kube-lite (and Go) INT64_MIN. */
     bool known = significant_digits(s) > 18 && (a - b == 1 || b - a == 1);
     const char *e = strpbrk(s, "eE");
-    known = known || (e != NULL && strlen(e) > 10);
+    known = known || (e != NULL && strlen(e) > 10) || (a == -INT64_MAX && b == INT64_MIN);
     if (ra == 0 && rb == 0 && a != b && !known) {
         fprintf(stderr, "quantity %s: provisioner %lld, kube-lite %lld\n", s, (long long)a,
                 (long long)b);
