@@ -106,7 +106,7 @@ $(foreach d,$(APP_DIRS),$(eval $(call APP_RULE,$(d))))
 # tests/<suite>/test_*.c: one binary each; other tests/<suite>/*.c are helper
 # programs (test servers). tests/lib/ is linked into all of them.
 
-SUITE_SRCS  := $(filter-out tests/lib/%,$(wildcard tests/*/*.c))
+SUITE_SRCS  := $(filter-out tests/lib/% tests/fuzz/%,$(wildcard tests/*/*.c))
 TEST_SRCS   := $(foreach f,$(SUITE_SRCS),$(if $(filter test_%,$(notdir $(f))),$(f)))
 HELPER_SRCS := $(filter-out $(TEST_SRCS),$(SUITE_SRCS))
 TEST_BINS   := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS))
