@@ -126,9 +126,9 @@ int main(int argc, char **argv)
 {
     /* glibc gives each busy thread its own arena, up to 8 per core, and
      * each keeps what it touched: with 3 x --worker-threads workers that is
-     * most of the private memory. Two arenas serve a controller whose
+     * most of the private memory. One arena serves a controller whose
      * threads mostly wait on the API server and the driver. */
-    mallopt(M_ARENA_MAX, 2);
+    mallopt(M_ARENA_MAX, 1);
     util_flags *f = util_flags_new("csi-attacher", SIDECAR_VERSION);
     struct flags fl = {0};
     add_flags(f, &fl);
