@@ -2,15 +2,14 @@
  * fuzz: what every libFuzzer target in tests/fuzz/ shares.
  *
  * Each fuzz_<name>.c defines LLVMFuzzerTestOneInput and includes this
- * header after the project headers. Built by tests/fuzz/fuzz.mk (clang, -DFUZZ_LIBFUZZER)
- * libFuzzer supplies main(). The main build also compiles every
- * .c file under tests/<suite>/ into a helper program with gcc; for that build this
- * header supplies a main() that runs each file named on the command line
- * through the target once, so a reproducer can be replayed under the
- * gcc sanitizer build too (build/asan/tests/fuzz/fuzz_<name> FILE...).
+ * header after the project headers. Built by tests/fuzz/fuzz.mk (clang,
+ * -DFUZZ_LIBFUZZER), libFuzzer supplies main(). Built any other way (gcc,
+ * valgrind, a debugger without the fuzzer runtime), this header supplies a
+ * main() that runs each file named on the command line through the target
+ * once, so a reproducer replays anywhere.
  *
  * Helpers are static inline: one header, no object of its own, because
- * every .c in tests/fuzz/ becomes a program of the main build.
+ * every .c in tests/fuzz/ is a program of its own.
  */
 #ifndef CSISIDECAR_FUZZ_H
 #define CSISIDECAR_FUZZ_H
