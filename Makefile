@@ -123,7 +123,7 @@ $(B)/tests/%: $(B)/obj/tests/%.o $(TESTLIB_OBJS) $(APP_LIBS) $(LIB)
 # Keep object files of tests between runs (they are intermediate to make).
 .SECONDARY:
 
-.PHONY: all lib tests test check check-san lint format clean deps valgrind demo demo-down images
+.PHONY: all lib tests test check check-san lint format clean deps valgrind demo demo-down images fuzz fuzz-check
 .DEFAULT_GOAL := all
 
 all: $(LIB) $(BINS)
@@ -155,6 +155,12 @@ demo-down:
 # One FROM-scratch image per sidecar and the example driver (podman, vfs).
 images: all
 	hack/images/build.sh $(B)
+
+# libFuzzer targets (tests/fuzz/README.md): `make fuzz` runs each for
+# FUZZ_SECONDS; `make fuzz-check` runs each over its corpus plus 10 s.
+FUZZ_SECONDS ?= 600
+fuzz fuzz-check: deps
+	$(MAKE) -f tests/fuzz/fuzz.mk -j$(JOBS) FUZZ_SECONDS=$(FUZZ_SECONDS) $@
 
 # Everything CI checks, in one run with one summary line at the end: every
 # suite plain and under ASan+UBSan, the client test under valgrind, lint.

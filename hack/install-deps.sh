@@ -10,7 +10,7 @@ PKGS=(
   libgrpc-dev protobuf-compiler protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev
   libjson-c-dev libcurl4-openssl-dev libyaml-dev libmicrohttpd-dev libcmocka-dev
   libssl-dev uuid-dev
-  curl python3 procps openssl util-linux jq coreutils podman
+  curl python3 procps openssl util-linux jq coreutils podman libclang-rt-14-dev
 )
 
 missing=()
