@@ -3282,6 +3282,8 @@ static void pb_int(pbw *w, unsigned field, uint64_t v)
 static pbw *pb_envelope(const char *api_version, const char *kind, const pbw *raw)
 {
     pbw *out = keep(A_MEM, util_calloc(1, sizeof(pbw)));
+    if (!out)
+        abort();
     memcpy(out->b, "k8s", 4);
     out->n = 4;
     pbw tm = {.n = 0};
