@@ -78,8 +78,10 @@ run_one() {
   if [ "$f" -gt 0 ]; then
     {
       echo "FAIL $label: $p passed, $f failed${why:+ ($why)} ($((SECONDS - start)) s) -- log: $log"
-      grep -E '^\[  (FAILED|  ERROR)|^\[  ERROR|error:|Assert|ERROR: |runtime error|^FAIL ' "$log" |
-        head -n 20 | sed 's/^/    /'
+      # a FAIL line with the want/got lines indented under it
+      grep -E -A4 '^\[  (FAILED|  ERROR)|^\[  ERROR|error:|Assert|ERROR: |runtime error|^FAIL ' "$log" |
+        grep -E '^\[  (FAILED|  ERROR)|^\[  ERROR|error:|Assert|ERROR: |runtime error|^FAIL |^     ' |
+        head -n 40 | sed 's/^/    /'
     } >"$RESULTS/$idx.msg"
   else
     echo "ok   $label: $p passed ($((SECONDS - start)) s)" >"$RESULTS/$idx.msg"
