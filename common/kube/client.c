@@ -440,15 +440,24 @@ void kube_client__throttle(kube_client *c, const char *method, const char *url)
 
 /* ---- responses --------------------------------------------------------------------- */
 
+/* A page of a list (informers ask for 500 items) stays far below this;
+ * more is a broken or hostile server, and json-c takes an int length. */
+#define BODY_MAX ((size_t)256 << 20)
+
 typedef struct buf {
     char *p;
     size_t len, cap;
+    bool over; /* BODY_MAX reached: the transfer was ended */
 } buf;
 
 static size_t on_body(char *data, size_t size, size_t n, void *ud)
 {
     buf *b = ud;
     size_t add = size * n;
+    if (add > BODY_MAX - b->len) {
+        b->over = true;
+        return 0; /* curl fails the transfer with a write error */
+    }
     if (b->len + add + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + add + 1)
@@ -722,6 +731,7 @@ int kube_request(kube_client *c, const char *method, const char *path, const cha
             break;
         }
         b.len = 0;
+        b.over = false;
         struct head head = {.retry_after = -1, .json = true};
         curl_easy_setopt(h, CURLOPT_URL, url);
         set_method(h, method, body);
@@ -766,10 +776,14 @@ int kube_request(kube_client *c, const char *method, const char *path, const cha
             r->body = NULL;
             r->code = 0;
             r->reason[0] = '\0';
-            snprintf(r->message, sizeof(r->message), "%s %s: %s", method, log_url,
-                     hd->err[0] ? hd->err : curl_easy_strerror(e));
-            rc = -EIO;
-            retry = retry_transport(e);
+            if (b.over)
+                snprintf(r->message, sizeof(r->message), "%s %s: the answer is over %zu MiB",
+                         method, log_url, BODY_MAX >> 20);
+            else
+                snprintf(r->message, sizeof(r->message), "%s %s: %s", method, log_url,
+                         hd->err[0] ? hd->err : curl_easy_strerror(e));
+            rc = b.over ? -EMSGSIZE : -EIO;
+            retry = !b.over && retry_transport(e);
         }
         if (!retry || attempt >= c->max_retries)
             break;

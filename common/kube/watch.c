@@ -25,6 +25,10 @@
 #define ERR_BODY_MAX  65536 /* bytes of a non-200 answer kept for its Status */
 #define JSON_DEPTH    64
 #define POLL_MS       1000
+/* One event holds one object; the API server refuses objects over ~1.5 MiB
+ * (etcd's request limit), so an event far beyond that is a broken or hostile
+ * stream, not data: the stream ends and the informer rewatches. */
+#define EVENT_MAX (16u << 20)
 
 /* From client.c. */
 int kube_client__prepare_get(kube_client *c, CURL *h, char *errbuf, const char *path,
@@ -48,8 +52,9 @@ struct kube_watch {
     long code;      /* HTTP status, once the headers are in */
     char *err_body; /* a non-200 answer */
     size_t err_len;
-    bool partial; /* the tokener holds the start of an event */
-    bool stopped; /* an event or fn ended the stream */
+    bool partial;       /* the tokener holds the start of an event */
+    size_t partial_len; /* bytes of that event so far */
+    bool stopped;       /* an event or fn ended the stream */
     int stop_rc;
     size_t events;
 };
@@ -131,14 +136,25 @@ static void feed(kube_watch *w, const char *p, size_t n)
             stop(w, util_err_set(-ECANCELED, "watch %s: cancelled", w->path));
             return;
         }
-        json_object *ev = json_tokener_parse_ex(w->tok, p, (int)n);
+        /* json-c takes an int length: feed a huge chunk in slices. */
+        int len = n > (size_t)INT32_MAX ? INT32_MAX : (int)n;
+        json_object *ev = json_tokener_parse_ex(w->tok, p, len);
         enum json_tokener_error e = json_tokener_get_error(w->tok);
         if (!ev && e == json_tokener_continue) {
             /* All of it taken; the tokener holds the rest of an event
              * unless what came was only the whitespace between events. */
-            for (size_t i = 0; i < n && !w->partial; i++)
+            for (size_t i = 0; i < (size_t)len && !w->partial; i++)
                 w->partial = p[i] != '\n' && p[i] != '\r' && p[i] != ' ' && p[i] != '\t';
-            return;
+            if (w->partial)
+                w->partial_len += (size_t)len;
+            if (w->partial_len > EVENT_MAX) {
+                stop(w, util_err_set(-EMSGSIZE, "watch %s: an event over %u MiB", w->path,
+                                     EVENT_MAX >> 20));
+                return;
+            }
+            p += len;
+            n -= (size_t)len;
+            continue;
         }
         if (!ev) {
             stop(w, util_err_set(-EIO, "watch %s: bad JSON in the stream: %s", w->path,
@@ -148,6 +164,7 @@ static void feed(kube_watch *w, const char *p, size_t n)
         size_t used = json_tokener_get_parse_end(w->tok);
         json_tokener_reset(w->tok);
         w->partial = false;
+        w->partial_len = 0;
         p += used;
         n -= used;
         deliver(w, ev);
@@ -254,6 +271,7 @@ int kube_watch_run(kube_watch *w, const char *path, kube_watch_fn fn, void *ud)
     w->err_body = NULL;
     w->err_len = 0;
     w->partial = false;
+    w->partial_len = 0;
     w->stopped = false;
     w->stop_rc = 0;
     w->events = 0;
