@@ -421,12 +421,47 @@ static util_duration reserve(kube_client *c)
     return wait;
 }
 
-void kube_client__throttle(kube_client *c, const char *method, const char *url)
+/*
+ * Takes a token only when one is spare: no other request is waiting (a
+ * waiting request has driven the count below 1) and one more is left for
+ * the next. Returns how long to sleep before asking again, 0 once taken.
+ */
+static util_duration take_spare(kube_client *c)
+{
+    pthread_mutex_lock(&c->rl_mu);
+    util_duration now = util_now_mono();
+    if (now > c->rl_last) {
+        c->tokens += (double)(now - c->rl_last) * c->qps / (double)UTIL_SECOND;
+        if (c->tokens > c->burst)
+            c->tokens = c->burst;
+        c->rl_last = now;
+    }
+    double need = c->burst > 1 ? 2 : 1;
+    util_duration wait = 0;
+    if (c->tokens >= need)
+        c->tokens -= 1;
+    else
+        wait = (util_duration)((need - c->tokens) / c->qps * (double)UTIL_SECOND) + UTIL_MS;
+    pthread_mutex_unlock(&c->rl_mu);
+    return wait;
+}
+
+static void throttle(kube_client *c, enum kube_priority prio, const char *method, const char *url)
 {
     if (c->qps <= 0)
         return;
-    util_duration wait = reserve(c);
-    util_sleep(wait);
+    util_duration wait = 0;
+    if (prio == KUBE_PRIO_BACKGROUND) {
+        /* Asks again at least every 100 ms: a burst of other requests
+         * that came meanwhile goes first. */
+        for (util_duration w; (w = take_spare(c)) > 0; wait += w) {
+            w = w < 100 * UTIL_MS ? w : 100 * UTIL_MS;
+            util_sleep(w);
+        }
+    } else {
+        wait = reserve(c);
+        util_sleep(wait);
+    }
     if (wait > LONG_THROTTLE)
         obs_v(3,
               "Waited for %.3fs due to client-side throttling, not priority and fairness, "
@@ -436,6 +471,11 @@ void kube_client__throttle(kube_client *c, const char *method, const char *url)
         const char *lv[] = {method, c->host};
         obs_histogram_observe(c->m_throttle, lv, (double)wait / (double)UTIL_SECOND);
     }
+}
+
+void kube_client__throttle(kube_client *c, const char *method, const char *url)
+{
+    throttle(c, KUBE_PRIO_NORMAL, method, url);
 }
 
 /* ---- responses --------------------------------------------------------------------- */
@@ -707,6 +747,12 @@ static void count_request(kube_client *c, const char *method, long code, util_du
 int kube_request(kube_client *c, const char *method, const char *path, const char *content_type,
                  const char *body, kube_resp *r)
 {
+    return kube_request_prio(c, KUBE_PRIO_NORMAL, method, path, content_type, body, r);
+}
+
+int kube_request_prio(kube_client *c, enum kube_priority prio, const char *method, const char *path,
+                      const char *content_type, const char *body, kube_resp *r)
+{
     memset(r, 0, sizeof(*r));
     char *url = util_asprintf("%s%s", c->base, path);
     char *shown = c->shown ? util_asprintf("%s%s", c->shown, path) : NULL;
@@ -719,7 +765,7 @@ int kube_request(kube_client *c, const char *method, const char *path, const cha
     buf b = {0};
     int rc = -EIO;
     for (int attempt = 0;; attempt++) {
-        kube_client__throttle(c, method, log_url);
+        throttle(c, prio, method, log_url);
         struct curl_slist *headers = NULL;
         /* A body always says what it is (curl would call it a form). */
         const char *ct = body || strcmp(method, "POST") == 0
@@ -826,13 +872,17 @@ int kube_update(kube_client *c, const char *path, const json_object *obj, kube_r
     return kube_request(c, "PUT", path, "application/json", to_text(obj), r);
 }
 
+const char *kube_patch_content_type(enum kube_patch_type type)
+{
+    return type == KUBE_PATCH_JSON        ? "application/json-patch+json"
+           : type == KUBE_PATCH_STRATEGIC ? "application/strategic-merge-patch+json"
+                                          : "application/merge-patch+json";
+}
+
 int kube_patch(kube_client *c, const char *path, enum kube_patch_type type, const char *patch,
                kube_resp *r)
 {
-    const char *ct = type == KUBE_PATCH_JSON        ? "application/json-patch+json"
-                     : type == KUBE_PATCH_STRATEGIC ? "application/strategic-merge-patch+json"
-                                                    : "application/merge-patch+json";
-    return kube_request(c, "PATCH", path, ct, patch, r);
+    return kube_request(c, "PATCH", path, kube_patch_content_type(type), patch, r);
 }
 
 int kube_delete(kube_client *c, const char *path, const char *options, kube_resp *r)

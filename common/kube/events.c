@@ -7,6 +7,10 @@
  * Event's count and lastTimestamp instead of creating another (a 404 on that
  * patch creates it afresh); each object may produce a burst of 25 events,
  * then one per 5 minutes; a full queue drops events (counted, logged at -v=2).
+ * Events are written at background priority: under a client-side rate
+ * limit they use only spare tokens, so at a low qps they wait (and, past
+ * the queue's size, are dropped) instead of delaying the writes that bind
+ * volumes. Upstream sends them through the same limiter as everything else.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -111,8 +115,10 @@ static void write_event(kube_recorder *r, struct pending *p)
         json_object_object_add(patch, "count", json_object_new_int(s->count));
         json_object_object_add(patch, "lastTimestamp", json_object_new_string(p->when));
         json_object_object_add(patch, "message", json_object_new_string(p->message));
-        int rc = kube_patch(r->c, path, KUBE_PATCH_STRATEGIC,
-                            json_object_to_json_string_ext(patch, JSON_C_TO_STRING_PLAIN), &resp);
+        int rc =
+            kube_request_prio(r->c, KUBE_PRIO_BACKGROUND, "PATCH", path,
+                              kube_patch_content_type(KUBE_PATCH_STRATEGIC),
+                              json_object_to_json_string_ext(patch, JSON_C_TO_STRING_PLAIN), &resp);
         json_object_put(patch);
         free(path);
         bool gone = rc < 0 && kube_is_not_found(&resp);
@@ -152,7 +158,8 @@ static void write_event(kube_recorder *r, struct pending *p)
     json_object_object_add(ev, "reportingComponent", json_object_new_string(r->component));
     json_object_object_add(ev, "reportingInstance", json_object_new_string(r->host ? r->host : ""));
     char *coll = kube_path(&KUBE_EVENT, p->ns, NULL, NULL);
-    int rc = kube_create(r->c, coll, ev, &resp);
+    int rc = kube_request_prio(r->c, KUBE_PRIO_BACKGROUND, "POST", coll, "application/json",
+                               json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN), &resp);
     free(coll);
     json_object_put(ev);
     if (rc == 0) {

@@ -132,11 +132,21 @@ enum kube_patch_type { KUBE_PATCH_MERGE, KUBE_PATCH_JSON, KUBE_PATCH_STRATEGIC }
  */
 int kube_request(kube_client *c, const char *method, const char *path, const char *content_type,
                  const char *body, kube_resp *r);
+/*
+ * Who goes first when the client-side rate limit (qps/burst) binds. A
+ * background request (Events) takes only a spare token: it waits while any
+ * normal request waits, so it never delays the writes that do the work; it
+ * is the caller's business to coalesce or drop what cannot wait.
+ */
+enum kube_priority { KUBE_PRIO_NORMAL, KUBE_PRIO_BACKGROUND };
+int kube_request_prio(kube_client *c, enum kube_priority prio, const char *method, const char *path,
+                      const char *content_type, const char *body, kube_resp *r);
 int kube_get(kube_client *c, const char *path, kube_resp *r);
 int kube_create(kube_client *c, const char *collection_path, const json_object *obj, kube_resp *r);
 int kube_update(kube_client *c, const char *path, const json_object *obj, kube_resp *r);
 int kube_patch(kube_client *c, const char *path, enum kube_patch_type type, const char *patch,
                kube_resp *r);
+const char *kube_patch_content_type(enum kube_patch_type type);
 /* `options` (may be NULL) is a DeleteOptions JSON text. */
 int kube_delete(kube_client *c, const char *path, const char *options, kube_resp *r);
 

@@ -921,6 +921,55 @@ static void test_rate_limiter_qps20_burst5_shared_by_threads(void **state)
     conn_close(&k);
 }
 
+struct bg_job {
+    conn *k;
+    atomic_int *next;
+    int rc, order; /* completion order among all requests */
+};
+
+static void *bg_worker(void *ud)
+{
+    struct bg_job *j = ud;
+    kube_resp r = {0};
+    j->rc = kube_request_prio(j->k->c, KUBE_PRIO_BACKGROUND, "GET", "/api/v1/namespaces/default",
+                              NULL, NULL, &r);
+    kube_resp_clear(&r);
+    j->order = atomic_fetch_add(j->next, 1);
+    return NULL;
+}
+
+/* Events go at background priority: while workers keep the bucket empty, a
+ * background request waits for all of them; it is never starved for good. */
+static void test_background_request_waits_for_every_normal_one(void **state)
+{
+    (void)state;
+    enum { N = 40, THREADS = 4 };
+    conn k;
+    kube_client_opts o = {.qps = 20, .burst = 5};
+    assert_int_equal(conn_open(&k, S.kubeconfig, &o), 0);
+    util_duration done[N + 1] = {0};
+    atomic_int next = 0, failed = 0;
+    pthread_t th[THREADS], bg;
+    struct timed_job jobs[THREADS];
+    util_duration t0 = util_now_mono();
+    for (int i = 0; i < THREADS; i++) {
+        jobs[i] = (struct timed_job){&k, N / THREADS, t0, done, &next, &failed};
+        pthread_create(&th[i], NULL, timed_worker, &jobs[i]);
+    }
+    /* Once the burst is spent, every token is spoken for. */
+    while (atomic_load(&next) < 5)
+        util_sleep(UTIL_MS);
+    struct bg_job b = {.k = &k, .next = &next, .rc = -1, .order = -1};
+    pthread_create(&bg, NULL, bg_worker, &b);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    pthread_join(bg, NULL);
+    assert_int_equal(atomic_load(&failed), 0);
+    assert_int_equal(b.rc, 0);
+    assert_int_equal(b.order, N); /* after all N normal requests */
+    conn_close(&k);
+}
+
 /* Client-side ports of every TCP connection to `port` in /proc/net/tcp
  * (any state, TIME_WAIT included, so closed connections count too). */
 static void tcp_ports(int port, unsigned char *seen)
@@ -1751,6 +1800,7 @@ int main(void)
         cmocka_unit_test(test_refused_connection_is_retried_then_eio),
         cmocka_unit_test(test_reset_after_sending_retries_reads_and_creates),
         cmocka_unit_test_setup(test_rate_limiter_qps20_burst5_shared_by_threads, reset_faults),
+        cmocka_unit_test_setup(test_background_request_waits_for_every_normal_one, reset_faults),
         cmocka_unit_test_setup(test_connections_are_reused_across_16_threads, reset_faults),
         cmocka_unit_test_setup(test_watch_delivers_events_in_order, reset_faults),
         cmocka_unit_test_setup(test_watch_of_1000_fast_creates_sees_each_once_in_order,
