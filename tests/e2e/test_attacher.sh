@@ -243,9 +243,10 @@ va_gone() { [ "$(va_json "$1" | pyj 'o.get("code", 0)')" = 404 ]; }
 published() { drv "$WORK/drv-a" "sorted(byid.get('$1', {}).get('published_nodes', []))"; }
 published_is() { [ "$(published "$1" | tee "$EXPECT_LAST")" = "$2" ]; }
 has_va() { [ -n "$(va_of "$1" "$2")" ]; }
-# patches RESOURCE: PATCH requests so far for the resource (and its subresources), any answer
+# patches RESOURCE: PATCH writes so far to the resource (and its subresources) that took effect
+# (2xx): a guarded patch refused on a stale cache (422) and retried is one write, not two
 patches() {
-  klmetrics | grep -E '^apiserver_request_total\{verb="(patch|PATCH)",resource="'"$1"'(/[a-z]+)?",code="[0-9]+"\}' |
+  klmetrics | grep -E '^apiserver_request_total\{verb="(patch|PATCH)",resource="'"$1"'(/[a-z]+)?",code="2[0-9][0-9]"\}' |
     awk '{s += $NF} END {print s + 0}'
 }
 bound() { [ "$(api "/api/v1/namespaces/$NS/persistentvolumeclaims/$1" | pyj 'o.get("status", {}).get("phase", "")')" = Bound ]; }
