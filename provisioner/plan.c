@@ -149,255 +149,22 @@ const char *prov_pvc_class(const json_object *pvc)
 
 /* ---- quantities ----------------------------------------------------------
  *
- * apimachinery's ParseQuantity grammar: [+-] digits [. digits] suffix, where
- * the suffix is a binary one (Ki..Ei), a decimal one (n u m "" k M G T P E)
- * or an exponent (e/E followed by a signed integer). Its value is computed
- * here exactly on a decimal digit string, then rounded up like
- * Quantity.Value(); upstream's own arithmetic takes several paths (int64
- * fast path, inf.Dec) that all agree with this while the result fits int64.
+ * The parser and formatter live in common/util (one implementation for the
+ * sidecars and kube-lite); these names stay for the provisioner's callers.
  */
 
 #define QTY_ERR_FORMAT                                                                             \
     "quantities must match the regular expression "                                                \
     "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-#define QTY_ERR_SUFFIX "unable to parse quantity's suffix"
-
-static bool is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-/* Splits like parseQuantityString: sign, integer digits, fraction digits,
- * suffix. Pointers are into s; lengths are returned through the args. */
-typedef struct qty_parts {
-    bool negative;
-    const char *num;
-    size_t num_len;
-    const char *denom;
-    size_t denom_len;
-    const char *suffix;
-    size_t suffix_len;
-} qty_parts;
-
-static int qty_split(const char *s, qty_parts *q)
-{
-    size_t end = strlen(s), pos = 0;
-
-    memset(q, 0, sizeof(*q));
-    q->num = "0";
-    q->num_len = 1;
-    q->suffix = s + end;
-    if (pos < end && (s[0] == '-' || s[0] == '+')) {
-        q->negative = s[0] == '-';
-        pos++;
-    }
-    while (pos < end && s[pos] == '0')
-        pos++;
-    if (pos >= end)
-        return 0; /* all zeros (or a bare sign) */
-    size_t start = pos;
-    while (pos < end && is_digit(s[pos]))
-        pos++;
-    if (pos > start) {
-        q->num = s + start;
-        q->num_len = pos - start;
-    }
-    if (pos < end && s[pos] == '.') {
-        pos++;
-        start = pos;
-        while (pos < end && is_digit(s[pos]))
-            pos++;
-        q->denom = s + start;
-        q->denom_len = pos - start;
-    }
-    /* The suffix: letters of "eEinumkKMGTP", an optional sign, digits. */
-    size_t suffix_start = pos;
-    while (pos < end && s[pos] != '\0' && strchr("eEinumkKMGTP", s[pos]) != NULL)
-        pos++;
-    if (pos < end && (s[pos] == '-' || s[pos] == '+'))
-        pos++;
-    while (pos < end && is_digit(s[pos]))
-        pos++;
-    if (pos < end)
-        return util_err_set(-EINVAL, QTY_ERR_FORMAT);
-    q->suffix = s + suffix_start;
-    q->suffix_len = end - suffix_start;
-    return 0;
-}
-
-/* quantitySuffixer.interpret: base 10 or 2 and the exponent. */
-static int qty_suffix(const char *sfx, size_t n, int *base, int32_t *exp)
-{
-    static const struct {
-        const char *s;
-        int base;
-        int32_t exp;
-    } table[] = {
-        {"Ki", 2, 10}, {"Mi", 2, 20}, {"Gi", 2, 30}, {"Ti", 2, 40}, {"Pi", 2, 50}, {"Ei", 2, 60},
-        {"n", 10, -9}, {"u", 10, -6}, {"m", 10, -3}, {"", 10, 0},   {"k", 10, 3},  {"M", 10, 6},
-        {"G", 10, 9},  {"T", 10, 12}, {"P", 10, 15}, {"E", 10, 18},
-    };
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-        if (strlen(table[i].s) == n && strncmp(table[i].s, sfx, n) == 0) {
-            *base = table[i].base;
-            *exp = table[i].exp;
-            return 0;
-        }
-    }
-    if (n > 1 && (sfx[0] == 'e' || sfx[0] == 'E')) {
-        /* strconv.ParseInt(s[1:], 10, 64), then Go's int32() conversion. */
-        size_t i = 1;
-        bool neg = false;
-        if (sfx[i] == '+' || sfx[i] == '-') {
-            neg = sfx[i] == '-';
-            i++;
-        }
-        if (i >= n)
-            return util_err_set(-EINVAL, QTY_ERR_SUFFIX);
-        uint64_t v = 0;
-        for (; i < n; i++) {
-            if (!is_digit(sfx[i]))
-                return util_err_set(-EINVAL, QTY_ERR_SUFFIX);
-            unsigned d = (unsigned)(sfx[i] - '0');
-            if (v > (UINT64_MAX - d) / 10)
-                return util_err_set(-EINVAL, QTY_ERR_SUFFIX);
-            v = v * 10 + d;
-        }
-        if ((!neg && v > (uint64_t)INT64_MAX) || (neg && v > (uint64_t)INT64_MAX + 1))
-            return util_err_set(-EINVAL, QTY_ERR_SUFFIX);
-        uint64_t as_u = neg ? (uint64_t)0 - v : v;
-        *base = 10;
-        *exp = (int32_t)(uint32_t)as_u;
-        return 0;
-    }
-    return util_err_set(-EINVAL, QTY_ERR_SUFFIX);
-}
-
-/* digits (most significant first, values 0..9) *= 2, in place; the buffer
- * has room for the carry at the front. */
-static void digits_double(unsigned char *d, size_t *first, size_t end)
-{
-    unsigned carry = 0;
-    for (size_t i = end; i > *first; i--) {
-        unsigned v = d[i - 1] * 2u + carry;
-        d[i - 1] = (unsigned char)(v % 10);
-        carry = v / 10;
-    }
-    if (carry != 0)
-        d[--*first] = (unsigned char)carry;
-}
 
 int prov_quantity_parse(const char *s, int64_t *out)
 {
-    *out = 0;
-    if (s == NULL || s[0] == '\0')
-        return util_err_set(-EINVAL, QTY_ERR_FORMAT);
-    qty_parts q;
-    int r = qty_split(s, &q);
-    if (r < 0)
-        return r;
-    int base = 10;
-    int32_t exp = 0;
-    r = qty_suffix(q.suffix, q.suffix_len, &base, &exp);
-    if (r < 0)
-        return r;
-
-    /* P = (num denom) * 2^e2, as decimal digits; the value is P * 10^e10. */
-    size_t nd = q.num_len + q.denom_len;
-    size_t room = 20; /* 2^60 adds at most 19 digits */
-    unsigned char *d = util_calloc(nd + room, 1);
-    size_t first = room, end = room + nd;
-    for (size_t i = 0; i < q.num_len; i++)
-        d[room + i] = (unsigned char)(q.num[i] - '0');
-    for (size_t i = 0; i < q.denom_len; i++)
-        d[room + q.num_len + i] = (unsigned char)(q.denom[i] - '0');
-    int64_t e10 = -(int64_t)q.denom_len;
-    if (base == 2) {
-        for (int32_t i = 0; i < exp; i++)
-            digits_double(d, &first, end);
-    } else {
-        e10 += exp;
-    }
-    while (first < end && d[first] == 0)
-        first++;
-
-    /* Split into the integer part and whether a fraction remains. */
-    size_t len = end - first;
-    size_t int_len = len;
-    bool frac = false;
-    if (e10 < 0) {
-        uint64_t k = (uint64_t)-e10;
-        size_t keep = k >= len ? 0 : len - (size_t)k;
-        for (size_t i = first + keep; i < end; i++)
-            frac = frac || d[i] != 0;
-        int_len = keep;
-    }
-    /* Integer digits: d[first .. first+int_len) followed by max(e10,0) zeros. */
-    uint64_t v = 0;
-    bool capped = false;
-    if (int_len > 0) {
-        /* More than 19 digits cannot fit int64. */
-        capped = int_len > 19 || (e10 > 0 && (uint64_t)e10 + int_len > 19);
-        for (size_t i = 0; !capped && i < int_len; i++)
-            v = v * 10 + d[first + i];
-        for (int64_t i = 0; !capped && i < e10; i++)
-            v *= 10;
-        if (!capped && v > (uint64_t)INT64_MAX)
-            capped = true;
-    }
-    free(d);
-    if (!capped && frac) {
-        if (v == (uint64_t)INT64_MAX)
-            capped = true;
-        else
-            v++;
-    }
-    if (capped)
-        v = (uint64_t)INT64_MAX;
-    *out = q.negative ? -(int64_t)v : (int64_t)v;
-    return 0;
+    return util_quantity_parse(s, out);
 }
 
 void prov_quantity_format(int64_t v, char *buf, size_t len)
 {
-    if (v == 0) {
-        snprintf(buf, len, "0");
-        return;
-    }
-    if (v == INT64_MIN) {
-        /* Go's removeInt64Factors cannot negate it and leaves it as is. */
-        snprintf(buf, len, "%" PRId64, v);
-        return;
-    }
-    bool neg = v < 0;
-    int64_t a = neg ? -v : v;
-    const char *suffix = "";
-    if (a < 1024) {
-        /* DecimalSI: strip factors of ten, keep the exponent a multiple of
-         * three; below 1024 that can only give "k". */
-        int times = 0;
-        while (a >= 10 && a % 10 == 0) {
-            a /= 10;
-            times++;
-        }
-        if (times % 3 == 1) {
-            a *= 10;
-            times--;
-        } else if (times % 3 == 2) {
-            a *= 100;
-            times -= 2;
-        }
-        suffix = times == 3 ? "k" : "";
-    } else {
-        static const char *const bin[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
-        int times = 0;
-        while (a >= 1024 && a % 1024 == 0 && times < 6) {
-            a /= 1024;
-            times++;
-        }
-        suffix = bin[times];
-    }
-    snprintf(buf, len, "%s%" PRId64 "%s", neg ? "-" : "", a, suffix);
+    util_quantity_format(v, buf, len);
 }
 
 int prov_pvc_request_bytes(const json_object *pvc, int64_t *out)
@@ -420,7 +187,7 @@ int prov_pvc_request_bytes(const json_object *pvc, int64_t *out)
         n--;
     char *t = util_strdup(s);
     t[n] = '\0';
-    int r = prov_quantity_parse(t, out);
+    int r = util_quantity_parse(t, out);
     free(t);
     return r;
 }

@@ -55,6 +55,24 @@ util_duration util_now_mono(void);
 /* Sleeps for d (no-op for d <= 0); restarts after signals. */
 void util_sleep(util_duration d);
 
+/* ---- quantities (quantity.c) ------------------------------------------ */
+
+/*
+ * A Kubernetes resource.Quantity ("10Gi", "1.5G", "500m", "1e3", "+.5Ki")
+ * as Go's Quantity.Value(): exact on any number of digits, a fraction
+ * rounded away from zero, a binary (Ki..Ei) magnitude capped at INT64_MAX
+ * ("-8Ei" is -INT64_MAX), a decimal one saturating at INT64_MAX/INT64_MIN,
+ * an e/E exponent narrowed to int32 as Go does ("1e4294967297" is 10).
+ * -EINVAL with apimachinery's message on bad syntax, an unknown suffix or a
+ * number Go cannot read.
+ */
+int util_quantity_parse(const char *s, int64_t *out);
+
+#define UTIL_QUANTITY_MAX 32
+/* Formats an integer as the API server prints a BinarySI quantity: "1Gi",
+ * "1536Mi", "1500", "1k" (below 1024 the decimal form); parses back to v. */
+void util_quantity_format(int64_t v, char *buf, size_t len);
+
 /* ---- flags ------------------------------------------------------------- */
 
 typedef struct util_flags util_flags;

@@ -214,10 +214,6 @@ bool kl_is_label_value(const char *s);
  * report them; NULL when valid. Caller frees. */
 char *kl_qualified_name_msgs(const char *s);
 char *kl_label_value_msgs(const char *s);
-/* A Kubernetes quantity ("1Gi", "500Mi", "10G", "1e3", "100m", "+.5Ki") as
- * an integer, rounded up away from zero like resource.Quantity.Value().
- * -EINVAL on bad syntax, -ERANGE beyond int64; util_err_last() says why. */
-int kl_quantity_parse(const char *s, int64_t *out);
 
 /* Fills server-side defaults of `t` into a new object (StorageClass
  * reclaimPolicy, CSIDriver attachRequired, PV volumeMode, ...). */

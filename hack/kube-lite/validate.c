@@ -513,110 +513,6 @@ static void check_csi_driver_name(kl_errs *e, const char *f, const char *v)
 
 /* ---- quantities ---------------------------------------------------------- */
 
-#define QTY_RE "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-
-int kl_quantity_parse(const char *s, int64_t *out)
-{
-    static const struct {
-        const char *suffix;
-        int exp10, exp2;
-    } suffixes[] = {
-        {"Ki", 0, 10}, {"Mi", 0, 20}, {"Gi", 0, 30}, {"Ti", 0, 40}, {"Pi", 0, 50},
-        {"Ei", 0, 60}, {"n", -9, 0},  {"u", -6, 0},  {"m", -3, 0},  {"k", 3, 0},
-        {"M", 6, 0},   {"G", 9, 0},   {"T", 12, 0},  {"P", 15, 0},  {"E", 18, 0},
-    };
-    const char *p = s ? s : "";
-    bool neg = false, any = false, sticky = false;
-    uint64_t mant = 0;
-    long exp10 = 0;
-    int exp2 = 0;
-
-    *out = 0;
-    if (*p == '+' || *p == '-')
-        neg = *p++ == '-';
-    /* Digits beyond 19 significant ones only matter for rounding. */
-    for (; isdigit((unsigned char)*p); p++) {
-        any = true;
-        if (mant <= (UINT64_MAX - 9) / 10) {
-            mant = mant * 10 + (uint64_t)(*p - '0');
-        } else {
-            exp10++;
-            sticky |= *p != '0';
-        }
-    }
-    if (*p == '.') {
-        for (p++; isdigit((unsigned char)*p); p++) {
-            any = true;
-            if (mant <= (UINT64_MAX - 9) / 10) {
-                mant = mant * 10 + (uint64_t)(*p - '0');
-                exp10--;
-            } else {
-                sticky |= *p != '0';
-            }
-        }
-    }
-    if (!any)
-        return util_err_set(-EINVAL, "quantities must match the regular expression " QTY_RE);
-    if ((*p == 'e' || *p == 'E') && (isdigit((unsigned char)p[1]) || p[1] == '+' || p[1] == '-')) {
-        /* A decimal exponent: e3, E-2, e+6. */
-        const char *q = p + 1;
-        bool eneg = false;
-        if (*q == '+' || *q == '-')
-            eneg = *q++ == '-';
-        if (!isdigit((unsigned char)*q))
-            return util_err_set(-EINVAL, "quantities must match the regular expression " QTY_RE);
-        long ev = 0;
-        for (; isdigit((unsigned char)*q); q++)
-            if (ev < 100000)
-                ev = ev * 10 + (*q - '0');
-        if (*q != '\0')
-            return util_err_set(-EINVAL, "quantities must match the regular expression " QTY_RE);
-        exp10 += eneg ? -ev : ev;
-    } else if (*p != '\0') {
-        size_t i = 0, n = sizeof(suffixes) / sizeof(suffixes[0]);
-        while (i < n && strcmp(p, suffixes[i].suffix) != 0)
-            i++;
-        if (i == n)
-            return util_err_set(-EINVAL, "unable to parse quantity's suffix");
-        exp10 += suffixes[i].exp10;
-        exp2 = suffixes[i].exp2;
-    }
-
-    unsigned __int128 limit = neg ? (unsigned __int128)INT64_MAX + 1 : (unsigned __int128)INT64_MAX;
-    unsigned __int128 v = mant;
-    if (mant == 0 && !sticky) {
-        *out = 0;
-        return 0;
-    }
-    if (exp10 >= 0) {
-        for (long i = 0; i < exp10; i++) {
-            v *= 10;
-            if (v > limit)
-                return util_err_set(-ERANGE, "quantity %s is out of range", s);
-        }
-        v <<= exp2;
-        if (v > limit)
-            return util_err_set(-ERANGE, "quantity %s is out of range", s);
-    } else {
-        v <<= exp2;
-        if (-exp10 > 38) {
-            v = 1; /* positive but far below 1: rounds up to 1 */
-        } else {
-            unsigned __int128 den = 1;
-            for (long i = 0; i < -exp10; i++)
-                den *= 10;
-            unsigned __int128 q = v / den;
-            if (v % den != 0 || sticky)
-                q++; /* Value() rounds away from zero */
-            v = q;
-        }
-        if (v > limit)
-            return util_err_set(-ERANGE, "quantity %s is out of range", s);
-    }
-    *out = neg ? (int64_t)(0 - (uint64_t)v) : (int64_t)v;
-    return 0;
-}
-
 /* Quantity.String() of a value that failed a sign check: canonical "0" for
  * zero; other values as written (full canonicalisation is not needed by any
  * client). */
@@ -636,7 +532,7 @@ static bool qty_or_error(kl_errs *e, const char *f, const json_object *v, int64_
         snprintf(buf, sizeof(buf), "%" PRId64, json_object_get_int64(v));
         s = buf;
     }
-    if (s == NULL || kl_quantity_parse(s, out) < 0) {
+    if (s == NULL || util_quantity_parse(s, out) < 0) {
         add_invalid(e, f, s ? s : "",
                     "quantities must match the regular expression "
                     "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'");
@@ -1786,7 +1682,7 @@ static json_object *pvc_spec_norm(const json_object *spec)
         json_object_object_foreach(m, k, v)
         {
             int64_t q = 0;
-            if (str(v) && kl_quantity_parse(str(v), &q) == 0)
+            if (str(v) && util_quantity_parse(str(v), &q) == 0)
                 json_object_object_add(m, k, json_object_new_int64(q));
         }
     }
@@ -1841,11 +1737,11 @@ static void pvc_update(const json_object *old, const json_object *obj, kl_errs *
     const char *os_s = kobj_path_str(os, "resources.requests.storage");
     const char *ns_s = kobj_path_str(ns, "resources.requests.storage");
     const char *st_s = kobj_path_str(old, "status.capacity.storage");
-    if (os_s && kl_quantity_parse(os_s, &o_size) < 0)
+    if (os_s && util_quantity_parse(os_s, &o_size) < 0)
         o_size = 0;
-    if (ns_s && kl_quantity_parse(ns_s, &n_size) < 0)
+    if (ns_s && util_quantity_parse(ns_s, &n_size) < 0)
         n_size = 0;
-    if (st_s && kl_quantity_parse(st_s, &st_size) < 0)
+    if (st_s && util_quantity_parse(st_s, &st_size) < 0)
         st_size = 0;
     if (n_size < o_size && n_size <= st_size)
         add_forbidden(e, "spec.resources.requests.storage",

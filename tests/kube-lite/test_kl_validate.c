@@ -1598,8 +1598,9 @@ static void test_quantities_round_up_like_quantity_value(void **state)
         {"+.5", 0, 1},
         {"0", 0, 0},
         {"12E-1", 0, 2},
-        {"-8Ei", 0, INT64_MIN},
-        {"8Ei", -ERANGE, 0},
+        /* Go caps a binary quantity's magnitude at 2^63-1 when parsing. */
+        {"-8Ei", 0, -INT64_MAX},
+        {"8Ei", 0, INT64_MAX},
         {"lots", -EINVAL, 0},
         {"1Zi", -EINVAL, 0},
         {"1e", -EINVAL, 0},
@@ -1607,7 +1608,7 @@ static void test_quantities_round_up_like_quantity_value(void **state)
     };
     for (size_t i = 0; i < N_ROWS(rows); i++) {
         int64_t v = 0;
-        int rc = kl_quantity_parse(rows[i].s, &v);
+        int rc = util_quantity_parse(rows[i].s, &v);
         if (rc != rows[i].rc || (rc == 0 && v != rows[i].want))
             fail_msg("[%s] rc %d value %lld, want rc %d value %lld", rows[i].s, rc, (long long)v,
                      rows[i].rc, (long long)rows[i].want);
