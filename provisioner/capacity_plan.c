@@ -246,8 +246,7 @@ int prov_cap_fixed_segment(const Csi__V1__Topology *t, char **out)
 
 /* ---- managed-by ------------------------------------------------------------------------ */
 
-/* FNV-1a, 32 bits, as 8 lower-case hex digits. */
-static void fnv32a_hex(const char *s, char out[9])
+void plan_fnv32a_hex(const char *s, char out[9])
 {
     uint32_t h = 2166136261u;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -271,12 +270,12 @@ char *prov_cap_managed_by(const char *node)
     if (nl + 10 >= PROV_CAP_LABEL_MAX) {
         /* No room for the node: the base and a hash of the whole name
          * (20 + 1 + 8 characters). */
-        fnv32a_hex(name, hash);
+        plan_fnv32a_hex(name, hash);
         out = util_asprintf("%s-%s", base, hash);
     } else {
         /* Keep the node whole, cut the base, and tell cut bases apart by
          * the hash of the base (upstream's rule, so labels match). */
-        fnv32a_hex(base, hash);
+        plan_fnv32a_hex(base, hash);
         out = util_asprintf("%.*s-%s-%s", (int)(PROV_CAP_LABEL_MAX - 10 - nl), base, hash, node);
     }
     free(name);

@@ -9,12 +9,16 @@
  * for volumes); workers run ctrl_sync_claim / ctrl_sync_volume, which read the caches,
  * take one step and are safe to rerun after a crash at any line:
  *
- *   - Before its first CreateVolume a claim gets the finalizer
- *     PROV_FINALIZER_IN_PROGRESS: the intent to create a volume lives in the
- *     API, not in memory. It goes once the PV exists; if the claim is deleted
- *     meanwhile, the same CreateVolume (same name, so idempotent) is repeated
- *     to learn the volume id, DeleteVolume removes it, and only then does the
- *     finalizer go. A restart therefore never leaks a volume (upstream #486).
+ *   - Before its first CreateVolume a claim's intent is written to the
+ *     provisioner's intent record (intent.c: one Lease, one write for many
+ *     claims): the intent to create a volume lives in the API, not in
+ *     memory. Its entry goes once the PV exists; if the claim is deleted
+ *     meanwhile, the entry alone lets the same CreateVolume (same name, so
+ *     idempotent) be repeated to learn the volume id, and DeleteVolume
+ *     removes it. A restart therefore never leaks a volume (upstream #486),
+ *     and the claim itself is never written. Claims that still carry the
+ *     finalizer PROV_FINALIZER_IN_PROGRESS of an older version are finished
+ *     or cleaned up as before, then released.
  *   - Finalizers are removed with a JSON patch test+remove on the exact list
  *     entry, never a merge patch built from a stale cache (upstream #1217).
  */
@@ -151,6 +155,13 @@ static void claim_gone(void *ud, json_object *obj)
     prov_ctrl *c = ud;
     ctrl_uid_mark(c, c->released, kobj_uid(obj), false);
     ctrl_uid_mark(c, c->provisioned, kobj_uid(obj), false);
+    /* A claim deleted while its volume may exist: its entry must be
+     * finished or undone. */
+    if (ctrl_intent_has(c, kobj_uid(obj))) {
+        char *key = kube_key(obj);
+        wq_add(c->claims, key);
+        free(key);
+    }
 }
 
 static void volume_changed(void *ud, json_object *obj)
@@ -415,6 +426,8 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
         prov_ctrl_stop(c);
         return rc;
     }
+    /* Before any worker: what a predecessor left in the record is queued. */
+    ctrl_intents_start(c);
     int n = opts->workers > 0 ? opts->workers : 1;
     /* --worker-threads is a maximum per queue: idle, one thread each; a
      * burst grows the pool, a quiet half minute shrinks it (upstream keeps
@@ -471,10 +484,12 @@ void prov_ctrl_stop(prov_ctrl *c)
         kube_informer_stop(all[i]);
     wq_shutdown(c->claims, false);
     wq_shutdown(c->volumes, false);
+    ctrl_intents_stop(c);
     if (c->claims_pool)
         wq_pool_join(c->claims);
     if (c->volumes_pool)
         wq_pool_join(c->volumes);
+    ctrl_intents_free(c);
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         kube_informer_free(all[i]);
     wq_free(c->claims);

@@ -167,19 +167,21 @@ void ctrl_class_label(const json_object *sc, const char **v)
 }
 
 /*
- * The claim was deleted while its volume may exist: repeat the create to
- * learn the id (idempotent by name), delete it, then let the claim go.
+ * A claim whose volume may exist is gone (or `pvc` is its intent entry's
+ * copy): repeat the create to learn the id (idempotent by name) and delete
+ * it. 0 when the driver holds no volume of that name any more (or no
+ * request can be built, so none was ever sent); -ENOENT when the class is
+ * gone and the request cannot be rebuilt; other errors are retried.
  */
-int ctrl_cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const char *path)
+int ctrl_cleanup_volume(prov_ctrl *c, const json_object *pvc)
 {
     const char *class = prov_pvc_class(pvc);
     json_object *sc = class ? kube_informer_get(c->classes, NULL, class) : NULL;
-    if (!sc) {
-        obs_warn("claim %s/%s was deleted during provisioning and its StorageClass is gone: "
-                 "cannot repeat CreateVolume to clean up; releasing the claim",
-                 kobj_namespace(pvc), kobj_name(pvc));
-        return ctrl_release_claim(c, path, pvc);
-    }
+    if (!sc)
+        return util_err_set(-ENOENT,
+                            "claim %s/%s was deleted during provisioning and its StorageClass "
+                            "\"%s\" is gone: cannot repeat CreateVolume to clean up",
+                            kobj_namespace(pvc), kobj_name(pvc), class ? class : "");
     Csi__V1__CreateVolumeRequest *req = NULL;
     prov_secret_refs refs = {0};
     prov_state state = PROV_FINAL;
@@ -191,10 +193,12 @@ int ctrl_cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const char 
     if (rc != 0) {
         /* No request can be built (or the source is a populator's), so none
          * was ever sent. */
+        obs_v(2, "cleanup of deleted claim %s/%s: no request can be built: %s", kobj_namespace(pvc),
+              kobj_name(pvc), rc < 0 ? util_err_last() : "populator");
         ctrl_source_clear(&src);
         json_object_put(sc);
         prov_secret_refs_clear(&refs);
-        return ctrl_release_claim(c, path, pvc);
+        return 0;
     }
     rc = ctrl_add_secrets(c, req, &refs.ref[PROV_SECRET_PROVISIONER]);
     csi_status st = {0};
@@ -237,8 +241,22 @@ int ctrl_cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const char 
                                                            : "VolumeSnapshot",
                             kobj_name(src.obj), kobj_name(pvc));
     ctrl_source_clear(&src);
+    return rc;
+}
+
+/* The same for a claim of an older version that carries the in-progress
+ * finalizer: released once the volume is gone. */
+int ctrl_cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const char *path)
+{
+    int rc = ctrl_cleanup_volume(c, pvc);
+    if (rc == -ENOENT) {
+        /* As that version did: nothing can be repeated, let the claim go. */
+        obs_warn("%s; releasing the claim", util_err_last());
+        rc = 0;
+    }
     if (rc < 0)
         return rc;
+    ctrl_intent_done(c, kobj_uid(pvc));
     return ctrl_release_claim(c, path, pvc);
 }
 
@@ -319,6 +337,14 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         obs_counter_add(c->provision_failed, lv, 1);
         goto out;
     }
+    /* The intent first: once the record holds it, neither a crash nor the
+     * claim's deletion can leak what CreateVolume makes. */
+    rc = ctrl_intent_join(c, pvc, sc, volname);
+    if (rc < 0) {
+        obs_v(2, "claim %s: %s", path, util_err_last());
+        goto out;
+    }
+    ctrl_crash_point(c, "intent");
     csi_status st = {0};
     Csi__V1__CreateVolumeResponse *resp = NULL;
     rc = csi_create_volume(c->o.csi, req, c->o.timeout, &resp, &st);
@@ -333,6 +359,10 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         obs_v(2, "CreateVolume for %s: %s (%s)", path, msg, prov_state_name(state));
         free(msg);
         obs_counter_add(c->provision_failed, lv, 1);
+        /* A final answer means the driver holds no volume of that name
+         * (ALREADY_EXISTS: one exists, made from another request). */
+        if (state != PROV_IN_BACKGROUND && st.code != CSI_ALREADY_EXISTS)
+            ctrl_intent_done(c, kobj_uid(pvc));
         if (state == PROV_RESCHEDULE) {
             /* The driver has no volume of that name (it would have returned
              * it), so the claim's intent goes with the node (released first,
@@ -346,6 +376,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         goto out;
     }
     resp_ok = true;
+    ctrl_crash_point(c, "create");
     int64_t capacity = 0;
     rc = prov_check_response(&c->cfg, pvc, req, resp, &capacity);
     if (rc < 0) {
@@ -361,6 +392,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
             free(msg);
         } else {
             ctrl_event_failed(c, pvc, CSI_UNKNOWN, check);
+            ctrl_intent_done(c, kobj_uid(pvc)); /* deleted again: nothing to undo */
         }
         free(check);
         csi__v1__create_volume_response__free_unpacked(resp, NULL);
@@ -391,6 +423,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         obs_histogram_observe(c->provision_seconds, lv,
                               (double)(util_now_mono() - start) / UTIL_SECOND);
         ctrl_uid_mark(c, c->provisioned, kobj_uid(pvc), true);
+        ctrl_intent_done(c, kobj_uid(pvc)); /* the PV records the volume now */
         rc = ctrl_release_claim(c, path, pvc);
     }
 out:
@@ -447,6 +480,83 @@ static int cleanup_needed(prov_ctrl *c, const json_object *pvc, const char *path
     return rc;
 }
 
+/* Whether the PV `volname` exists: the cache, else the API (the cache may
+ * be behind a PV just made). 1 yes, 0 no, -errno when the API did not say. */
+static int pv_exists(prov_ctrl *c, const char *volname)
+{
+    json_object *pv = kube_informer_get(c->pvs, NULL, volname);
+    if (pv) {
+        json_object_put(pv);
+        return 1;
+    }
+    char *path = kube_path(&KUBE_PV, NULL, volname, NULL);
+    kube_resp r = {0};
+    int rc = kube_get(c->o.kube, path, &r);
+    if (rc == 0)
+        rc = 1;
+    else if (kube_is_not_found(&r))
+        rc = 0;
+    else
+        rc = util_err_set(rc, "reading PV %s: %s", volname, r.message);
+    kube_resp_clear(&r);
+    free(path);
+    return rc;
+}
+
+/*
+ * One intent entry of claim key ns/name, given the claim as cached (`ud`,
+ * NULL when it is not): finished by the normal sync, dropped, or undone
+ * (repeat CreateVolume, DeleteVolume) when the claim went away.
+ */
+static int recover_entry(prov_ctrl *c, const prov_intent *in, void *ud)
+{
+    const json_object *pvc = ud;
+    const char *uid = kobj_uid(pvc);
+    bool alive = pvc && uid && strcmp(uid, in->uid) == 0 && !kobj_deleting(pvc);
+    const char *class = prov_pvc_class(in->claim);
+    json_object *sc = class ? kube_informer_get(c->classes, NULL, class) : NULL;
+    prov_intent_facts f = {.claim_alive = alive,
+                           .claim_bound_to = alive ? kobj_path_str(pvc, "spec.volumeName") : NULL,
+                           .volume = in->volume,
+                           .class_exists = sc != NULL};
+    json_object_put(sc);
+    int rc = 0;
+    if (!alive) {
+        /* Only a claim that is gone needs the API's word on the PV. */
+        rc = pv_exists(c, in->volume);
+        if (rc < 0)
+            return rc;
+        f.pv_exists = rc == 1;
+    }
+    prov_intent_action a = prov_intent_recover(&f);
+    obs_v(4, "intent of claim %s/%s (uid %s, volume %s): %s", in->ns, in->name, in->uid, in->volume,
+          prov_intent_action_name(a));
+    switch (a) {
+    case PROV_INTENT_SYNC:
+        return 0;
+    case PROV_INTENT_DONE:
+        ctrl_intent_done(c, in->uid);
+        return 0;
+    case PROV_INTENT_WAIT_CLASS:
+    case PROV_INTENT_CLEANUP:
+        break;
+    }
+    json_object *claim = prov_intent_claim(in);
+    rc = ctrl_cleanup_volume(c, claim);
+    json_object_put(claim);
+    if (rc == -ENOENT) {
+        /* Kept: the volume may exist, and only the class can tell how to
+         * ask for it again. Retried with backoff; upstream leaks it. */
+        obs_warn("%s; keeping its intent and retrying", util_err_last());
+        obs_v(2, "intent of claim %s/%s (volume %s) waits for StorageClass %s", in->ns, in->name,
+              in->volume, class ? class : "");
+        return rc;
+    }
+    if (rc == 0)
+        ctrl_intent_done(c, in->uid);
+    return rc;
+}
+
 int ctrl_sync_claim(prov_ctrl *c, const char *key)
 {
     const char *slash = strchr(key, '/');
@@ -454,10 +564,14 @@ int ctrl_sync_claim(prov_ctrl *c, const char *key)
         return 0;
     char *ns = strndup(key, (size_t)(slash - key));
     json_object *pvc = kube_informer_get(c->pvcs, ns, slash + 1);
+    /* Intents of this key whose claim is gone, deleting or replaced (a new
+     * uid) are finished or undone first; the live claim's own entry is
+     * finished by the sync below. */
+    int irc = ctrl_intent_each(c, ns, slash + 1, recover_entry, pvc);
     free(ns);
     if (!pvc) {
         ctrl_node_forget(c, key);
-        return 0;
+        return irc;
     }
     int rc = 0;
     char *path = ctrl_pvc_path(pvc);
@@ -471,9 +585,9 @@ int ctrl_sync_claim(prov_ctrl *c, const char *key)
         kobj_finalizer_index(pvc, CLONE_FINALIZER) >= 0)
         protect = ctrl_release_source(c, kobj_namespace(pvc), "PersistentVolumeClaim",
                                       kobj_name(pvc), NULL);
-    /* Every driver's provisioner uses the same finalizer name: it is ours
-     * only on a claim that asks for our driver (and, in node mode, that
-     * selects our node). */
+    /* The in-progress finalizer of an older version: every driver's
+     * provisioner used the same name, so it is ours only on a claim that
+     * asks for our driver (and, in node mode, that selects our node). */
     bool ours = kobj_finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0 &&
                 ctrl_should_provision(c, pvc) && ctrl_node_selected_here(c, pvc);
     if (ours && ctrl_released_already(c, pvc))
@@ -498,7 +612,7 @@ int ctrl_sync_claim(prov_ctrl *c, const char *key)
     if (rc < 0)
         goto out;
     /* A PV of ours for this claim means the work is done (a crash may have
-     * come between creating it and releasing the claim). */
+     * come between creating it and dropping the intent). */
     /* The informer synced before the workers started, so a PV made before a
      * restart is in the cache; one made moments ago by this process may not
      * be yet, and then CreateVolume (idempotent) and the PV create
@@ -506,11 +620,13 @@ int ctrl_sync_claim(prov_ctrl *c, const char *key)
     json_object *pv = kube_informer_get(c->pvs, NULL, volname);
     if (pv) {
         json_object_put(pv);
+        ctrl_intent_done(c, kobj_uid(pvc));
         if (ours)
             rc = ctrl_release_claim(c, path, pvc);
         goto out;
     }
     if (deleting) {
+        /* Only an older version's claim gets here (ours). */
         rc = cleanup_needed(c, pvc, path, volname);
         if (rc > 0)
             rc = ctrl_cleanup_deleted_claim(c, pvc, path);
@@ -523,17 +639,12 @@ int ctrl_sync_claim(prov_ctrl *c, const char *key)
     json_object_put(sc);
     if (wffc && !prov_selected_node(pvc))
         goto out; /* waits for the scheduler */
-    if (!ours) {
-        /* Record the intent first; the update event brings the claim back. */
-        rc = ctrl_add_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
-        if (rc == 0)
-            ctrl_uid_mark(c, c->released, kobj_uid(pvc), false);
-        goto out;
-    }
     rc = provision(c, pvc, path, volname);
 out:
     if (rc == 0 && protect < 0)
         rc = protect;
+    if (rc == 0 && irc < 0)
+        rc = irc;
     free(volname);
     free(path);
     json_object_put(pvc);

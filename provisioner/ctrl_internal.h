@@ -1,6 +1,6 @@
 /*
  * ctrl_internal: what the controller files (controller.c, ctrl_claims.c,
- * ctrl_sources.c, ctrl_node.c, ctrl_volumes.c) share and nobody else: the
+ * ctrl_sources.c, ctrl_node.c, ctrl_volumes.c, intent.c) share and nobody else: the
  * controller's state and the steps one part takes for another.
  */
 #ifndef CSISIDECAR_CTRL_INTERNAL_H
@@ -67,6 +67,8 @@ struct prov_ctrl {
     json_object *local_node, *local_csinode, *local_labels;
     struct lh_table *owning;
     wq *claims, *volumes;
+    /* The intent record (intent.c). */
+    struct ctrl_intents *intents;
     bool claims_pool, volumes_pool; /* their worker pools run */
     obs_metric *provision_total, *provision_failed, *provision_seconds;
     obs_metric *delete_total, *delete_failed, *delete_seconds;
@@ -92,6 +94,7 @@ int ctrl_plan_request(prov_ctrl *c, const json_object *pvc, const json_object *s
                       prov_state *state);
 int ctrl_add_secrets(prov_ctrl *c, Csi__V1__CreateVolumeRequest *req, const prov_secret_ref *ref);
 void ctrl_class_label(const json_object *sc, const char **v);
+int ctrl_cleanup_volume(prov_ctrl *c, const json_object *pvc);
 int ctrl_cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const char *path);
 int ctrl_sync_claim(prov_ctrl *c, const char *key);
 
@@ -116,6 +119,30 @@ void ctrl_node_forget(prov_ctrl *c, const char *key);
 /* The free function of prov_ctrl.owning's entries. */
 void ctrl_node_free_owning(struct lh_entry *e);
 int ctrl_node_claim(prov_ctrl *c, const char *key, const json_object *pvc);
+
+/* ---- the intent record (intent.c) ---- */
+/* Reads (or creates) the record, queues recovery of its entries, starts the
+ * idle writer. A failed read is retried by the first write. */
+int ctrl_intents_start(prov_ctrl *c);
+/* Stops waiting (joiners give up) and the idle writer; _free after the
+ * workers are gone. */
+void ctrl_intents_stop(prov_ctrl *c);
+void ctrl_intents_free(prov_ctrl *c);
+/* Blocks until the record holds the claim's entry (a group commit):
+ * CreateVolume may go. -errno when the write failed (retry with backoff). */
+int ctrl_intent_join(prov_ctrl *c, const json_object *pvc, const json_object *sc,
+                     const char *volume);
+/* The claim's volume is a PV now, or was cleaned up: the entry may go. */
+void ctrl_intent_done(prov_ctrl *c, const char *uid);
+bool ctrl_intent_has(prov_ctrl *c, const char *uid);
+/* Calls fn (without locks held) for each wanted entry of claim ns/name;
+ * the first error fn returned. */
+int ctrl_intent_each(prov_ctrl *c, const char *ns, const char *name,
+                     int (*fn)(prov_ctrl *c, const prov_intent *in, void *ud), void *ud);
+/* Test-only: SIGKILLs the process the n-th time `point` is reached when
+ * CSI_PROVISIONER_CRASH_AT=<point>:<n> ("intent": the record holds the
+ * entry, CreateVolume not sent; "create": CreateVolume answered, no PV). */
+void ctrl_crash_point(prov_ctrl *c, const char *point);
 
 /* ---- volumes (ctrl_volumes.c) ---- */
 int ctrl_sync_volume(prov_ctrl *c, const char *name);

@@ -418,6 +418,7 @@ int main(int argc, char **argv)
         .workers = fl.worker_threads,
         .prevent_volume_mode_conversion = fl.prevent_volume_mode_conversion,
         .sweep_interval = fl.snapshot_orphan_sweep_interval,
+        .intent_namespace = fl.common.leader_election_namespace,
         .publish_unpublish =
             CSI_CAP(caps.controller,
                     CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME),

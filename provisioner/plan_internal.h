@@ -35,6 +35,9 @@ void plan_buf_free(plan_buf *b);
 /* Logs upstream's deprecation warning through cfg->warn. */
 void plan_warn_deprecated(const prov_config *cfg, const char *old_key, const char *new_key);
 
+/* FNV-1a, 32 bits, as 8 lower-case hex digits (capacity_plan.c). */
+void plan_fnv32a_hex(const char *s, char out[9]);
+
 /* ---- JSON ---------------------------------------------------------------- */
 
 /* The keys of an object sorted bytewise; *n gets the count. Free the array

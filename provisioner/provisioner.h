@@ -438,6 +438,128 @@ void prov_node_capacity_request(const Csi__V1__CreateVolumeRequest *req, size_t 
                                 Csi__V1__GetCapacityRequest *out);
 
 /* ========================================================================== */
+/* ==== intent record, pure part (intent_plan.c) ============================ */
+/* ========================================================================== */
+
+/*
+ * "A CreateVolume for claim X may have made volume V" is made durable in the
+ * API before the call, in one record per provisioner: a coordination.k8s.io
+ * Lease whose annotation PROV_INTENT_ANNOTATION holds
+ * {"entries":[{"claim":{...},"volume":"pvc-..."},...]}. Each entry is enough
+ * to repeat the exact CreateVolume (and then DeleteVolume) without the claim
+ * object; many workers share one write (group commit, intent.c).
+ */
+#define PROV_INTENT_ANNOTATION "external-provisioner.volume.kubernetes.io/intents"
+#define PROV_INTENT_ENTRY_MAX  4096          /* bytes of one entry's text */
+#define PROV_INTENT_BYTES_MAX  (192 * 1024)  /* the record's text: well under 256 KiB */
+#define PROV_INTENT_TEXT_MAX   (1024 * 1024) /* a longer record text is not parsed */
+#define PROV_INTENT_NAME_MAX   253
+
+/* One entry as read back; strings and `claim` are borrowed from the JSON. */
+typedef struct prov_intent {
+    const char *uid, *ns, *name; /* the claim's */
+    const char *volume;          /* the CSI volume name (prov_volume_name) */
+    /* The claim cut down to what planning reads: metadata (name,
+     * namespace, uid, kept annotations) and spec. */
+    const json_object *claim;
+} prov_intent;
+
+/*
+ * The entry text for `pvc` (its class `sc`, may be NULL): the metadata and
+ * annotations planning reads (selected node, class, provisioner), the ones
+ * the class's secret templates use (${pvc.annotations['k']}), the spec
+ * fields of the request, and `volume`. At most PROV_INTENT_ENTRY_MAX bytes
+ * (template annotations are left out when they do not fit; -E2BIG when even
+ * that is too big). Caller frees.
+ */
+int prov_intent_encode(const json_object *pvc, const json_object *sc, const char *volume,
+                       char **text);
+/* Checks one entry object (types, non-empty bounded strings); -EINVAL for
+ * an entry nothing can be done with. `out` borrows from `e`. */
+int prov_intent_decode(const json_object *e, prov_intent *out);
+/* A new claim object (json_object_put it) for planning the repeat. */
+json_object *prov_intent_claim(const prov_intent *in);
+
+/* The record's name: the driver (lower case, [^a-z0-9] -> "-") +
+ * "-provisioner-intents", with a node "-<node>"; over 253 characters cut
+ * and ended with "-<FNV-1a of the whole>". Caller frees. */
+char *prov_intent_record_name(const char *driver, const char *node);
+
+typedef enum {
+    PROV_INTENT_DURABLE = 0, /* the record holds it: CreateVolume may go */
+    PROV_INTENT_PENDING,     /* waits for a write */
+    PROV_INTENT_FAILED,      /* the write that carried it failed */
+    PROV_INTENT_FULL,        /* no room: wait until entries are done */
+    PROV_INTENT_INVALID,     /* unknown uid, or an entry that does not decode */
+} prov_intent_status;
+
+/*
+ * The in-memory set and its group commit. Not thread-safe: the caller
+ * holds one lock around every call. A flush writes every wanted entry;
+ * entries are dropped only after a successful write left them out.
+ */
+typedef struct prov_intent_set prov_intent_set;
+
+/* Bounds for joiners: at most `max_entries` wanted entries of at most
+ * `max_bytes` of text together. */
+prov_intent_set *prov_intent_set_new(size_t max_entries, size_t max_bytes);
+void prov_intent_set_free(prov_intent_set *s);
+/* Adds the entry `text` (or finds it by uid; a done one is wanted again). */
+prov_intent_status prov_intent_set_join(prov_intent_set *s, const char *text);
+/* DURABLE, PENDING, FAILED (*err: the error of a flush started after
+ * `since`, a prov_intent_set_seq value) or INVALID (unknown or done). */
+prov_intent_status prov_intent_set_status(const prov_intent_set *s, const char *uid, uint64_t since,
+                                          int *err);
+uint64_t prov_intent_set_seq(const prov_intent_set *s);
+bool prov_intent_set_flushing(const prov_intent_set *s);
+/* The volume exists as a PV, or was cleaned up: leaves with the next write. */
+void prov_intent_set_done(prov_intent_set *s, const char *uid);
+/* Whether a wanted entry of that uid exists. */
+bool prov_intent_set_has(const prov_intent_set *s, const char *uid);
+/* Work for a flush: entries waiting to be written, done entries the
+ * record may still hold. */
+void prov_intent_set_pending(const prov_intent_set *s, size_t *joiners, size_t *done);
+size_t prov_intent_set_count(const prov_intent_set *s); /* wanted entries */
+/* Starts a flush: *text is the whole record text of every wanted entry
+ * (caller frees), *seq its number. -EBUSY while one is under way. */
+int prov_intent_set_flush_begin(prov_intent_set *s, char **text, uint64_t *seq);
+/* The text again for the flush under way (after merging a re-read record:
+ * every wanted entry now, all carried by this flush). -EINVAL without one. */
+int prov_intent_set_flush_text(prov_intent_set *s, char **text);
+/* Ends flush `seq`: err 0 means written. */
+void prov_intent_set_flush_end(prov_intent_set *s, uint64_t seq, int err);
+/*
+ * Adds the entries of a record text (as read from the API) that the set
+ * does not know, as durable, and calls fn for each; malformed entries, a
+ * text over PROV_INTENT_TEXT_MAX or one that is no record are counted in
+ * *skipped. Returns how many were added.
+ */
+size_t prov_intent_set_merge(prov_intent_set *s, const char *text, size_t *skipped,
+                             void (*fn)(void *ud, const prov_intent *in), void *ud);
+/* Calls fn for each wanted entry of claim ns/name (NULL: any); the count. */
+int prov_intent_set_each(const prov_intent_set *s, const char *ns, const char *name,
+                         void (*fn)(void *ud, const prov_intent *in), void *ud);
+
+/* What recovery does with an entry. */
+typedef enum {
+    PROV_INTENT_SYNC = 0,   /* the claim waits for its volume: the normal sync */
+    PROV_INTENT_DONE,       /* the PV exists (or the claim is bound to it): drop */
+    PROV_INTENT_CLEANUP,    /* repeat CreateVolume, DeleteVolume, then drop */
+    PROV_INTENT_WAIT_CLASS, /* cleanup needs the StorageClass, which is gone: keep, retry */
+} prov_intent_action;
+
+typedef struct prov_intent_facts {
+    bool pv_exists;             /* a PV named after the entry's volume */
+    bool claim_alive;           /* a claim with the entry's uid exists */
+    const char *claim_bound_to; /* its spec.volumeName ("" or NULL: unbound) */
+    const char *volume;         /* the entry's volume */
+    bool class_exists;          /* the claim's StorageClass is known */
+} prov_intent_facts;
+
+prov_intent_action prov_intent_recover(const prov_intent_facts *f);
+const char *prov_intent_action_name(prov_intent_action a);
+
+/* ========================================================================== */
 /* ==== controller ========================================================== */
 /* ========================================================================== */
 
@@ -474,6 +596,9 @@ typedef struct prov_ctrl_opts {
     bool prevent_volume_mode_conversion; /* --prevent-volume-mode-conversion */
     util_duration sweep_interval;        /* --snapshot-orphan-sweep-interval (0: off) */
     prov_node_opts node;                 /* --node-deployment */
+    /* --leader-election-namespace: where the intent record lives (NULL or
+     * "": $POD_NAMESPACE, the service account's namespace, "default"). */
+    const char *intent_namespace;
     /* Called after a CreateVolume or DeleteVolume that may have changed free
      * space (capacity tracking refreshes it): `pv` is the volume's PV, NULL
      * after a failed CreateVolume. May be NULL. */

@@ -1,0 +1,476 @@
+/*
+ * The intent record's I/O: one coordination.k8s.io/v1 Lease per provisioner
+ * (per node with --node-deployment) in the leader-election namespace, whose
+ * annotation lists the claims whose CreateVolume may have made a volume
+ * that no PV records yet (intent_plan.c has the pure part).
+ *
+ * Group commit: a worker about to call CreateVolume joins the set and
+ * waits until a write carried its entry. Whoever finds no write under way
+ * does the next one, for everyone who joined meanwhile, so N concurrent
+ * creates cost one write. Entries are dropped lazily: done ones leave with
+ * the next write, or with an idle write once nothing has happened for
+ * INTENT_IDLE. Writes are PUTs with the resourceVersion last seen; a 409
+ * (only after a leader change or a hand edit: nobody else writes this
+ * record) re-reads the record, keeps its unknown entries (they get
+ * recovered) and writes again.
+ *
+ * Not here: deciding what to do with an entry (ctrl_claims.c).
+ */
+#include "ctrl_internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* After this long without a join or a done entry, done entries are written out. */
+#define INTENT_IDLE (5 * UTIL_SECOND)
+/* Re-reads after a conflict before the write counts as failed. */
+#define INTENT_CONFLICT_TRIES 5
+
+struct ctrl_intents {
+    prov_ctrl *c;
+    kube_client *kube;
+    char *ns, *name, *path;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    prov_intent_set *set;
+    /* The Lease as last read or written; only the flusher (one at a time)
+     * touches it. NULL until the record was read. */
+    json_object *lease;
+    util_duration last_activity;
+    bool stopping;
+    pthread_t idle_th;
+    bool idle_running;
+    obs_metric *writes;  /* csi_provisioner_intent_record_writes_total{result} */
+    obs_metric *entries; /* csi_provisioner_intent_record_entries */
+    /* Test-only crash point (CSI_PROVISIONER_CRASH_AT=<point>:<n>). */
+    char crash_point[32];
+    long crash_at;
+    long crash_seen;
+};
+
+/* Upstream's namespace order for the Lease lock: the flag, $POD_NAMESPACE,
+ * the service account's namespace, "default". */
+static char *record_namespace(const char *flag)
+{
+    if (flag && *flag)
+        return util_strdup(flag);
+    const char *env = getenv("POD_NAMESPACE");
+    if (env && *env)
+        return util_strdup(env);
+    FILE *f = fopen("/var/run/secrets/kubernetes.io/serviceaccount/namespace", "r");
+    if (f) {
+        char buf[256] = "";
+        char *got = fgets(buf, sizeof(buf), f);
+        fclose(f);
+        if (got) {
+            buf[strcspn(buf, "\r\n")] = '\0';
+            if (*buf)
+                return util_strdup(buf);
+        }
+    }
+    return util_strdup("default");
+}
+
+/* The entries of a record this process did not know: their claims are
+ * synced, which finishes or undoes each (ctrl_sync_claim). */
+static void enqueue_recovery(void *ud, const prov_intent *in)
+{
+    struct ctrl_intents *it = ud;
+    char *key = util_asprintf("%s/%s", in->ns, in->name);
+    obs_v(2, "intent record %s/%s: recovering claim %s (uid %s, volume %s)", it->ns, it->name, key,
+          in->uid, in->volume);
+    wq_add(it->c->claims, key);
+    free(key);
+}
+
+/* Merges the annotation of `lease` (under it->mu). */
+static void merge_locked(struct ctrl_intents *it, const json_object *lease)
+{
+    const char *text = kobj_annotation(lease, PROV_INTENT_ANNOTATION);
+    size_t skipped = 0;
+    size_t n = prov_intent_set_merge(it->set, text, &skipped, enqueue_recovery, it);
+    if (n)
+        obs_info("intent record %s/%s: %zu claims to finish or clean up", it->ns, it->name, n);
+    if (skipped)
+        obs_warn("intent record %s/%s: %zu malformed entries skipped (edited by hand?)", it->ns,
+                 it->name, skipped);
+}
+
+/* GETs the record, creating it when absent; it->lease is replaced. */
+static int read_record(struct ctrl_intents *it)
+{
+    kube_resp r = {0};
+    int rc = kube_get(it->kube, it->path, &r);
+    if (rc < 0 && kube_is_not_found(&r)) {
+        kube_resp_clear(&r);
+        json_object *obj = json_object_new_object();
+        json_object_object_add(obj, "apiVersion", json_object_new_string("coordination.k8s.io/v1"));
+        json_object_object_add(obj, "kind", json_object_new_string("Lease"));
+        json_object *md = json_object_new_object();
+        json_object_object_add(md, "name", json_object_new_string(it->name));
+        json_object_object_add(md, "namespace", json_object_new_string(it->ns));
+        json_object *ann = json_object_new_object();
+        json_object_object_add(ann, PROV_INTENT_ANNOTATION,
+                               json_object_new_string("{\"entries\":[]}"));
+        json_object_object_add(md, "annotations", ann);
+        json_object_object_add(obj, "metadata", md);
+        json_object_object_add(obj, "spec", json_object_new_object());
+        char *coll = kube_path(&KUBE_LEASE, it->ns, NULL, NULL);
+        rc = kube_create(it->kube, coll, obj, &r);
+        free(coll);
+        json_object_put(obj);
+        if (rc < 0 && kube_is_already_exists(&r)) {
+            kube_resp_clear(&r);
+            rc = kube_get(it->kube, it->path, &r);
+        }
+    }
+    if (rc == 0 && !kobj_typed(r.body, json_type_object))
+        rc = -EPROTO;
+    if (rc < 0) {
+        rc = util_err_set(rc, "reading the intent record %s/%s: %s", it->ns, it->name,
+                          r.message[0] ? r.message : "not an object");
+        kube_resp_clear(&r);
+        return rc;
+    }
+    json_object_put(it->lease);
+    it->lease = json_object_get(r.body);
+    kube_resp_clear(&r);
+    return 0;
+}
+
+/* PUTs `text` on it->lease; 0, -EAGAIN on a conflict, or -errno. */
+static int put_record(struct ctrl_intents *it, const char *text)
+{
+    json_object *obj = NULL;
+    if (json_object_deep_copy(it->lease, &obj, NULL) != 0)
+        return -ENOMEM;
+    int rc = kobj_set_annotation(obj, PROV_INTENT_ANNOTATION, text);
+    if (rc < 0) {
+        json_object_put(obj);
+        return util_err_set(rc, "intent record %s/%s: metadata is malformed", it->ns, it->name);
+    }
+    kube_resp r = {0};
+    rc = kube_update(it->kube, it->path, obj, &r);
+    json_object_put(obj);
+    if (it->writes) {
+        const char *v[] = {rc == 0 ? "ok" : kube_is_conflict(&r) ? "conflict" : "error"};
+        obs_counter_add(it->writes, v, 1);
+    }
+    if (rc == 0 && kobj_typed(r.body, json_type_object)) {
+        json_object_put(it->lease);
+        it->lease = json_object_get(r.body);
+    } else if (rc < 0 && (kube_is_conflict(&r) || kube_is_not_found(&r))) {
+        rc = -EAGAIN;
+    } else if (rc < 0) {
+        rc = util_err_set(rc, "writing the intent record %s/%s: %s", it->ns, it->name, r.message);
+    }
+    kube_resp_clear(&r);
+    return rc;
+}
+
+/*
+ * One flush, entered and left with it->mu held (released during I/O). The
+ * first write of this process reads the record first (it may not have been
+ * readable at start); a conflict re-reads it. Entries read that the set did
+ * not know are kept (and recovered), so the write that follows keeps them.
+ */
+static int flush_locked(struct ctrl_intents *it)
+{
+    char *text = NULL;
+    uint64_t seq = 0;
+    if (prov_intent_set_flush_begin(it->set, &text, &seq) < 0)
+        return -EBUSY;
+    int rc = 0;
+    for (int tries = 1;; tries++) {
+        if (!it->lease) {
+            pthread_mutex_unlock(&it->mu);
+            rc = read_record(it);
+            pthread_mutex_lock(&it->mu);
+            if (rc < 0)
+                break;
+            merge_locked(it, it->lease);
+            free(text);
+            text = NULL;
+            rc = prov_intent_set_flush_text(it->set, &text);
+            if (rc < 0)
+                break;
+        }
+        pthread_mutex_unlock(&it->mu);
+        rc = put_record(it, text);
+        pthread_mutex_lock(&it->mu);
+        if (rc != -EAGAIN)
+            break;
+        json_object_put(it->lease);
+        it->lease = NULL;
+        if (tries >= INTENT_CONFLICT_TRIES) {
+            rc = util_err_set(-EAGAIN, "intent record %s/%s: a conflict on every write", it->ns,
+                              it->name);
+            break;
+        }
+        obs_v(2, "intent record %s/%s: conflict; reading it again", it->ns, it->name);
+    }
+    prov_intent_set_flush_end(it->set, seq, rc);
+    pthread_cond_broadcast(&it->cv);
+    if (it->entries)
+        obs_gauge_set(it->entries, NULL, (double)prov_intent_set_count(it->set));
+    if (rc < 0)
+        obs_warn("%s", util_err_last());
+    free(text);
+    return rc;
+}
+
+static void *idle_loop(void *arg)
+{
+    struct ctrl_intents *it = arg;
+    pthread_mutex_lock(&it->mu);
+    while (!it->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&it->cv, &it->mu, &ts);
+        if (it->stopping)
+            break;
+        size_t joiners = 0, done = 0;
+        prov_intent_set_pending(it->set, &joiners, &done);
+        if (done && !joiners && !prov_intent_set_flushing(it->set) &&
+            util_now_mono() - it->last_activity >= INTENT_IDLE) {
+            obs_v(4, "intent record %s/%s: idle write drops %zu done entries", it->ns, it->name,
+                  done);
+            flush_locked(it);
+        }
+    }
+    pthread_mutex_unlock(&it->mu);
+    return NULL;
+}
+
+int ctrl_intents_start(prov_ctrl *c)
+{
+    struct ctrl_intents *it = util_calloc(1, sizeof(*it));
+    it->c = c;
+    it->kube = c->o.kube;
+    it->ns = record_namespace(c->o.intent_namespace);
+    it->name = prov_intent_record_name(c->cfg.driver_name, c->o.node.name);
+    it->path = kube_path(&KUBE_LEASE, it->ns, it->name, NULL);
+    size_t max = (size_t)(c->o.workers > 0 ? c->o.workers : 1) * 4;
+    it->set = prov_intent_set_new(max > 1024 ? max : 1024, PROV_INTENT_BYTES_MAX);
+    pthread_mutex_init(&it->mu, NULL);
+    pthread_cond_init(&it->cv, NULL);
+    it->last_activity = util_now_mono();
+    if (c->o.metrics) {
+        static const char *const result[] = {"result", NULL};
+        it->writes = obs_counter_new(c->o.metrics, "csi_provisioner_intent_record_writes_total",
+                                     "Writes of the provisioner's intent record, by result (ok, "
+                                     "conflict, error).",
+                                     result);
+        it->entries = obs_gauge_new(c->o.metrics, "csi_provisioner_intent_record_entries",
+                                    "Claims whose CreateVolume the intent record holds, as of "
+                                    "its last write.",
+                                    NULL);
+    }
+    const char *crash = getenv("CSI_PROVISIONER_CRASH_AT");
+    if (crash && *crash) {
+        /* Test-only (tests/e2e/test_provisioner_crash.sh): SIGKILL ourselves
+         * the n-th time a named point is reached. */
+        const char *colon = strchr(crash, ':');
+        snprintf(it->crash_point, sizeof(it->crash_point), "%.*s",
+                 (int)(colon ? (size_t)(colon - crash) : strlen(crash)), crash);
+        it->crash_at = colon ? strtol(colon + 1, NULL, 10) : 1;
+        obs_warn("CSI_PROVISIONER_CRASH_AT=%s: this process kills itself (tests only)", crash);
+    }
+    c->intents = it;
+    /* Read (or create) the record now, so what a predecessor left is
+     * recovered at once; a failure is retried by the first write. */
+    int rc = read_record(it);
+    pthread_mutex_lock(&it->mu);
+    if (rc == 0)
+        merge_locked(it, it->lease);
+    pthread_mutex_unlock(&it->mu);
+    if (rc < 0)
+        obs_warn("%s; retried before the first CreateVolume", util_err_last());
+    else
+        obs_info("intent record %s/%s: %zu entries", it->ns, it->name,
+                 prov_intent_set_count(it->set));
+    if (pthread_create(&it->idle_th, NULL, idle_loop, it) == 0)
+        it->idle_running = true;
+    return 0;
+}
+
+void ctrl_intents_stop(prov_ctrl *c)
+{
+    struct ctrl_intents *it = c ? c->intents : NULL;
+    if (!it)
+        return;
+    pthread_mutex_lock(&it->mu);
+    it->stopping = true;
+    pthread_cond_broadcast(&it->cv);
+    pthread_mutex_unlock(&it->mu);
+    if (it->idle_running)
+        pthread_join(it->idle_th, NULL);
+    it->idle_running = false;
+}
+
+void ctrl_intents_free(prov_ctrl *c)
+{
+    struct ctrl_intents *it = c ? c->intents : NULL;
+    if (!it)
+        return;
+    ctrl_intents_stop(c);
+    prov_intent_set_free(it->set);
+    json_object_put(it->lease);
+    pthread_mutex_destroy(&it->mu);
+    pthread_cond_destroy(&it->cv);
+    free(it->ns);
+    free(it->name);
+    free(it->path);
+    free(it);
+    c->intents = NULL;
+}
+
+int ctrl_intent_join(prov_ctrl *c, const json_object *pvc, const json_object *sc,
+                     const char *volume)
+{
+    struct ctrl_intents *it = c->intents;
+    char *text = NULL;
+    int rc = prov_intent_encode(pvc, sc, volume, &text);
+    if (rc < 0)
+        return rc;
+    const char *uid = kobj_uid(pvc);
+    pthread_mutex_lock(&it->mu);
+    it->last_activity = util_now_mono();
+    uint64_t since = prov_intent_set_seq(it->set);
+    bool joined = false, durable = false;
+    while (!it->stopping) {
+        prov_intent_status st;
+        int err = 0;
+        if (!joined) {
+            st = prov_intent_set_join(it->set, text);
+            if (st == PROV_INTENT_FULL) {
+                /* Never dropped: wait for room (entries done elsewhere). */
+                obs_v(4, "intent record full; claim %s/%s waits for room", kobj_namespace(pvc),
+                      kobj_name(pvc));
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_sec += 1;
+                pthread_cond_timedwait(&it->cv, &it->mu, &ts);
+                continue;
+            }
+            if (st == PROV_INTENT_INVALID) {
+                rc = util_err_set(-EINVAL, "intent entry of claim %s/%s does not decode",
+                                  kobj_namespace(pvc), kobj_name(pvc));
+                break;
+            }
+            joined = true;
+        } else {
+            st = prov_intent_set_status(it->set, uid, since, &err);
+        }
+        if (st == PROV_INTENT_DURABLE) {
+            durable = true;
+            break;
+        }
+        if (st == PROV_INTENT_FAILED || st == PROV_INTENT_INVALID) {
+            rc = util_err_set(err < 0 ? err : -EIO,
+                              "recording the intent to create a volume for claim %s/%s failed",
+                              kobj_namespace(pvc), kobj_name(pvc));
+            break;
+        }
+        if (!prov_intent_set_flushing(it->set))
+            flush_locked(it);
+        else
+            pthread_cond_wait(&it->cv, &it->mu);
+    }
+    if (rc == 0 && !durable)
+        rc = util_err_set(-ECANCELED, "stopping: claim %s/%s not provisioned", kobj_namespace(pvc),
+                          kobj_name(pvc));
+    pthread_mutex_unlock(&it->mu);
+    free(text);
+    return rc;
+}
+
+void ctrl_intent_done(prov_ctrl *c, const char *uid)
+{
+    struct ctrl_intents *it = c->intents;
+    if (!it || !uid)
+        return;
+    pthread_mutex_lock(&it->mu);
+    prov_intent_set_done(it->set, uid);
+    it->last_activity = util_now_mono();
+    pthread_mutex_unlock(&it->mu);
+}
+
+bool ctrl_intent_has(prov_ctrl *c, const char *uid)
+{
+    struct ctrl_intents *it = c->intents;
+    if (!it || !uid)
+        return false;
+    pthread_mutex_lock(&it->mu);
+    bool has = prov_intent_set_has(it->set, uid);
+    pthread_mutex_unlock(&it->mu);
+    return has;
+}
+
+struct collect {
+    size_t n, cap;
+    char **texts;
+};
+
+static void collect_one(void *ud, const prov_intent *in)
+{
+    struct collect *col = ud;
+    if (col->n == col->cap) {
+        col->cap = col->cap ? col->cap * 2 : 4;
+        char **t = realloc(col->texts, col->cap * sizeof(*t));
+        if (!t)
+            abort();
+        col->texts = t;
+    }
+    json_object *e = json_object_new_object();
+    json_object_object_add(e, "claim", prov_intent_claim(in));
+    json_object_object_add(e, "volume", json_object_new_string(in->volume));
+    col->texts[col->n++] = util_strdup(json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN));
+    json_object_put(e);
+}
+
+int ctrl_intent_each(prov_ctrl *c, const char *ns, const char *name,
+                     int (*fn)(prov_ctrl *c, const prov_intent *in, void *ud), void *ud)
+{
+    struct ctrl_intents *it = c->intents;
+    if (!it)
+        return 0;
+    /* Copied out under the lock, acted on without it (fn does I/O). */
+    struct collect col = {0};
+    pthread_mutex_lock(&it->mu);
+    prov_intent_set_each(it->set, ns, name, collect_one, &col);
+    pthread_mutex_unlock(&it->mu);
+    int rc = 0;
+    for (size_t i = 0; i < col.n; i++) {
+        json_object *o = json_tokener_parse(col.texts[i]);
+        prov_intent in;
+        if (o && prov_intent_decode(o, &in) == 0) {
+            int r = fn(c, &in, ud);
+            if (r < 0 && rc == 0)
+                rc = r;
+        }
+        json_object_put(o);
+        free(col.texts[i]);
+    }
+    free(col.texts);
+    return rc;
+}
+
+void ctrl_crash_point(prov_ctrl *c, const char *point)
+{
+    struct ctrl_intents *it = c->intents;
+    if (!it || !it->crash_at || strcmp(it->crash_point, point) != 0)
+        return;
+    pthread_mutex_lock(&it->mu);
+    bool now = ++it->crash_seen == it->crash_at;
+    pthread_mutex_unlock(&it->mu);
+    if (now) {
+        obs_warn("CSI_PROVISIONER_CRASH_AT: killed at %s #%ld", point, it->crash_at);
+        kill(getpid(), SIGKILL);
+    }
+}
