@@ -3,7 +3,8 @@
 #
 #   tests/run.sh <build-dir> [filter]          every suite of one build tree
 #   tests/run.sh --all <build-dir> <san-dir>   what `make test` runs: every suite
-#                                              of both trees, valgrind, lint
+#                                              of both trees, valgrind, lint, the
+#                                              fuzz targets' check
 #
 # Suites are <build-dir>/tests/*/test_* (cmocka binaries) and tests/*/test_*.sh
 # (end-to-end scripts that print their own "N passed, N failed" line). A suite
@@ -112,6 +113,10 @@ queue_tree() {
 if [ "$ALL" -eq 1 ]; then
   # lint is the longest single job: start it first, beside the suites.
   queue "lint" "$B/test-logs/lint.log" "$B" make -C "$ROOT" --no-print-directory lint B="$B"
+  # Every libFuzzer target over its corpus plus FUZZ_CHECK_SECONDS (10) of
+  # new inputs, built with clang into $B/fuzz (tests/fuzz/README.md).
+  queue "fuzz" "$B/test-logs/fuzz.log" "$B" make -C "$ROOT" --no-print-directory \
+    -f tests/fuzz/fuzz.mk -j2 FB="$B/fuzz" fuzz-check
   queue_tree "$SAN_B" "asan+ubsan: "
   queue_tree "$B" ""
   queue "valgrind: csi/test_csi_client" "$B/test-logs/valgrind.log" "$B" "$ROOT/tests/valgrind.sh" "$B"
