@@ -29,6 +29,20 @@ struct reg_kubelet {
     atomic_bool rejected;
 };
 
+/*
+ * Whether a NotifyRegistrationStatus is the first rejection (the kubelet
+ * may repeat it; the caller reports it once, after answering). Pure, so
+ * tests/fuzz/fuzz_registrar.c drives it with whatever a kubelet could send;
+ * not in registrar.h because nothing else needs it.
+ */
+bool reg_kubelet__first_rejection(atomic_bool *rejected,
+                                  const Pluginregistration__RegistrationStatus *st);
+bool reg_kubelet__first_rejection(atomic_bool *rejected,
+                                  const Pluginregistration__RegistrationStatus *st)
+{
+    return !st->plugin_registered && !atomic_exchange(rejected, true);
+}
+
 static void on_call(void *ud, const char *method, const ProtobufCMessage *req, csi_reply *reply)
 {
     reg_kubelet *k = ud;
@@ -47,7 +61,7 @@ static void on_call(void *ud, const char *method, const ProtobufCMessage *req, c
     Pluginregistration__RegistrationStatusResponse resp =
         PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
     csi_reply_ok(reply, &resp.base);
-    if (!st->plugin_registered && !atomic_exchange(&k->rejected, true)) {
+    if (reg_kubelet__first_rejection(&k->rejected, st)) {
         obs_error("Registration process failed with error: %s, restarting registration container.",
                   st->error ? st->error : "");
         if (k->o.on_rejected)
