@@ -6,6 +6,11 @@
  * such a value and took the whole sidecar down; now the bad item is
  * skipped (one log line at -v=2) and the good ones are cached.
  *
+ * The caps come next: an answer far beyond 256 MiB ends the request with
+ * -EMSGSIZE and a message saying so, the memory it took staying near the
+ * cap; a watch event that never ends stops its stream at 16 MiB and the
+ * informer lists and watches again.
+ *
  * A small canned HTTP server on loopback answers each request from a table
  * and closes the connection (Connection: close), so no keep-alive state is
  * involved.
@@ -23,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -43,6 +49,11 @@ typedef struct canned {
     const char *const *lists;
     size_t n_lists;
     const char *events;
+    /* Hostile sizes: lists answered with a body that never ends (of
+     * `huge_len` declared bytes), the first watch with `endless` followed by
+     * filler until the client hangs up. */
+    size_t huge_len;
+    const char *endless;
     pthread_mutex_t mu;
     int list_calls, watch_calls;
     int held[MAX_HELD];
@@ -58,6 +69,26 @@ static void send_all(int fd, const char *p, size_t n)
         p += w;
         n -= (size_t)w;
     }
+}
+
+/* `prefix`, then `fill` bytes until `limit` bytes in all or the peer
+ * hangs up (what a cap is for). */
+static void send_endless(int fd, const char *prefix, size_t limit, char fill)
+{
+    size_t size = (size_t)1 << 20;
+    char *chunk = malloc(size);
+    assert_non_null(chunk);
+    memset(chunk, fill, size);
+    size_t sent = strlen(prefix);
+    send_all(fd, prefix, sent);
+    while (sent < limit) {
+        size_t n = limit - sent < size ? limit - sent : size;
+        ssize_t w = send(fd, chunk, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        sent += (size_t)w;
+    }
+    free(chunk);
 }
 
 static void answer(canned *s, int c)
@@ -85,7 +116,9 @@ static void answer(canned *s, int c)
         pthread_mutex_unlock(&s->mu);
         send_all(c, head, sizeof(head) - 1);
         send_all(c, "\r\n", 2);
-        if (call == 0 && s->events) {
+        if (call == 0 && s->endless) {
+            send_endless(c, s->endless, SIZE_MAX, 'a');
+        } else if (call == 0 && s->events) {
             send_all(c, s->events, strlen(s->events));
         } else {
             pthread_mutex_lock(&s->mu);
@@ -101,6 +134,14 @@ static void answer(canned *s, int c)
     }
     size_t i = (size_t)s->list_calls++;
     pthread_mutex_unlock(&s->mu);
+    if (s->huge_len > 0) {
+        char *hdr = util_asprintf("%sContent-Length: %zu\r\n\r\n", head, s->huge_len);
+        send_all(c, hdr, strlen(hdr));
+        free(hdr);
+        send_endless(c, "{\"kind\":\"ConfigMapList\",\"items\":[\"", s->huge_len, 'x');
+        close(c);
+        return;
+    }
     const char *body = s->lists[i < s->n_lists ? i : s->n_lists - 1];
     char *hdr = util_asprintf("%sContent-Length: %zu\r\n\r\n", head, strlen(body));
     send_all(c, hdr, strlen(hdr));
@@ -298,12 +339,126 @@ static void test_watch_events_whose_object_is_no_object_are_skipped(void **state
     canned_stop(&s);
 }
 
+/* Peak resident memory of this process so far, in MiB. */
+static long peak_rss_mib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024;
+}
+
+static void test_answer_over_256_mib_fails_cleanly_and_memory_stays_near_the_cap(void **state)
+{
+    (void)state;
+    canned s;
+    canned_start(&s, one_good, 1, NULL);
+    s.huge_len = (size_t)1 << 30; /* offered: 1 GiB */
+    kube_config *cfg = NULL;
+    kube_client *kc = NULL;
+    assert_int_equal(kube_config_from_file(s.kubeconfig, NULL, &cfg), 0);
+    kube_client_opts co = {.user_agent = "test_kube_hostile/test", .timeout = 120 * UTIL_SECOND};
+    assert_int_equal(kube_client_new(cfg, &co, &kc), 0);
+    long before = peak_rss_mib();
+    util_duration t0 = util_now_mono();
+    kube_resp r = {0};
+    int rc = kube_get(kc, "/api/v1/namespaces/default/configmaps", &r);
+    long took_ms = (long)((util_now_mono() - t0) / UTIL_MS);
+    long grew = peak_rss_mib() - before;
+    print_message("256 MiB cap: ended after %ld ms, peak RSS grew by %ld MiB\n", took_ms, grew);
+    assert_int_equal(rc, -EMSGSIZE);
+    if (strstr(r.message, "the answer is over 256 MiB") == NULL)
+        fail_msg("message: %s", r.message);
+    assert_null(r.body);
+    /* The body buffer doubles up to the cap: at most 512 MiB, far from
+     * the 1 GiB the server would have sent. */
+    if (grew >= 768)
+        fail_msg("peak RSS grew by %ld MiB", grew);
+    pthread_mutex_lock(&s.mu);
+    int lists = s.list_calls;
+    pthread_mutex_unlock(&s.mu);
+    assert_int_equal(lists, 1); /* not retried: the answer will not shrink */
+    kube_resp_clear(&r);
+    kube_client_free(kc);
+    kube_config_free(cfg);
+    canned_stop(&s);
+}
+
+#define ENDLESS_EVENT                                                                              \
+    "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"x\"},\"data\":{\"v\":\""
+
+static int count_event(void *ud, const char *type, json_object *obj)
+{
+    (void)type;
+    (void)obj;
+    (*(int *)ud)++;
+    return 0;
+}
+
+static void test_event_that_never_ends_stops_the_watch_at_16_mib(void **state)
+{
+    (void)state;
+    canned s;
+    canned_start(&s, one_good, 1, NULL);
+    s.endless = ENDLESS_EVENT;
+    kube_config *cfg = NULL;
+    kube_client *kc = NULL;
+    assert_int_equal(kube_config_from_file(s.kubeconfig, NULL, &cfg), 0);
+    kube_client_opts co = {.user_agent = "test_kube_hostile/test"};
+    assert_int_equal(kube_client_new(cfg, &co, &kc), 0);
+    kube_watch *w = kube_watch_new(kc);
+    int events = 0;
+    util_duration t0 = util_now_mono();
+    int rc =
+        kube_watch_run(w, "/api/v1/namespaces/default/configmaps?watch=true", count_event, &events);
+    print_message("16 MiB event cap: ended after %lld ms\n",
+                  (long long)((util_now_mono() - t0) / UTIL_MS));
+    assert_int_equal(rc, -EMSGSIZE);
+    if (strstr(util_err_last(), "an event over 16 MiB") == NULL)
+        fail_msg("message: %s", util_err_last());
+    assert_int_equal(events, 0);
+    kube_watch_free(w);
+    kube_client_free(kc);
+    kube_config_free(cfg);
+    canned_stop(&s);
+}
+
+static bool watched_again(void *ud)
+{
+    canned *s = ud;
+    pthread_mutex_lock(&s->mu);
+    bool again = s->watch_calls >= 2 && s->list_calls >= 2;
+    pthread_mutex_unlock(&s->mu);
+    return again;
+}
+
+static void test_informer_lists_and_watches_again_after_an_endless_event(void **state)
+{
+    (void)state;
+    canned s;
+    canned_start(&s, one_good, 1, NULL);
+    s.endless = ENDLESS_EVENT;
+    run r;
+    run_start(&r, &s);
+    assert_int_equal(kube_informer_wait_for_sync(r.inf, 30 * UTIL_SECOND), 0);
+    /* The endless event ends its watch; the informer relists, then
+     * watches again (held open by the server), still serving its cache. */
+    assert_true(th_wait_until(watched_again, &s, 60 * UTIL_SECOND));
+    assert_true(cached(&r, "good1"));
+    assert_false(cached(&r, "x"));
+    assert_int_equal(kube_informer_count(r.inf), 1);
+    run_stop(&r);
+    canned_stop(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_list_items_of_wrong_types_are_skipped),
         cmocka_unit_test(test_list_whose_items_is_no_array_is_a_failed_list),
         cmocka_unit_test(test_watch_events_whose_object_is_no_object_are_skipped),
+        cmocka_unit_test(test_answer_over_256_mib_fails_cleanly_and_memory_stays_near_the_cap),
+        cmocka_unit_test(test_event_that_never_ends_stops_the_watch_at_16_mib),
+        cmocka_unit_test(test_informer_lists_and_watches_again_after_an_endless_event),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
