@@ -426,7 +426,8 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
         prov_ctrl_stop(c);
         return rc;
     }
-    /* Before any worker: what a predecessor left in the record is queued. */
+    /* Before any worker: what a predecessor left in the record is read
+     * (and queued once the workers run). */
     ctrl_intents_start(c);
     int n = opts->workers > 0 ? opts->workers : 1;
     /* --worker-threads is a maximum per queue: idle, one thread each; a
@@ -444,8 +445,10 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
         po.sync = volume_work;
         rc = wq_pool_start(c->volumes, &po);
     }
-    if (rc == 0)
+    if (rc == 0) {
         c->volumes_pool = true;
+        ctrl_intents_workers_started(c);
+    }
     if (rc < 0) {
         util_err_set(rc, "starting the worker threads failed");
         prov_ctrl_stop(c);

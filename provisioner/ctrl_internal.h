@@ -121,9 +121,12 @@ void ctrl_node_free_owning(struct lh_entry *e);
 int ctrl_node_claim(prov_ctrl *c, const char *key, const json_object *pvc);
 
 /* ---- the intent record (intent.c) ---- */
-/* Reads (or creates) the record, queues recovery of its entries, starts the
+/* Reads (or creates) the record, keeps its entries for recovery, starts the
  * idle writer. A failed read is retried by the first write. */
 int ctrl_intents_start(prov_ctrl *c);
+/* The workers run: the claims to recover are queued now (so the pool grows
+ * for them). */
+void ctrl_intents_workers_started(prov_ctrl *c);
 /* Stops waiting (joiners give up) and the idle writer; _free after the
  * workers are gone. */
 void ctrl_intents_stop(prov_ctrl *c);

@@ -44,6 +44,10 @@ struct ctrl_intents {
     bool stopping;
     pthread_t idle_th;
     bool idle_running;
+    /* Claim keys to recover, held until the workers run. */
+    bool workers_running;
+    char **held;
+    size_t n_held, cap_held;
     obs_metric *writes;  /* csi_provisioner_intent_record_writes_total{result} */
     obs_metric *entries; /* csi_provisioner_intent_record_entries */
     /* Test-only crash point (CSI_PROVISIONER_CRASH_AT=<point>:<n>). */
@@ -83,8 +87,21 @@ static void enqueue_recovery(void *ud, const prov_intent *in)
     char *key = util_asprintf("%s/%s", in->ns, in->name);
     obs_v(2, "intent record %s/%s: recovering claim %s (uid %s, volume %s)", it->ns, it->name, key,
           in->uid, in->volume);
-    wq_add(it->c->claims, key);
-    free(key);
+    if (it->workers_running) {
+        wq_add(it->c->claims, key);
+        free(key);
+        return;
+    }
+    /* Held until the workers run: keys added before the pool starts do
+     * not grow it, and each recovery may take a whole CreateVolume. */
+    if (it->n_held == it->cap_held) {
+        it->cap_held = it->cap_held ? it->cap_held * 2 : 16;
+        char **h = realloc(it->held, it->cap_held * sizeof(*h));
+        if (!h)
+            abort();
+        it->held = h;
+    }
+    it->held[it->n_held++] = key;
 }
 
 /* Merges the annotation of `lease` (under it->mu). */
@@ -299,6 +316,23 @@ int ctrl_intents_start(prov_ctrl *c)
     return 0;
 }
 
+void ctrl_intents_workers_started(prov_ctrl *c)
+{
+    struct ctrl_intents *it = c->intents;
+    pthread_mutex_lock(&it->mu);
+    it->workers_running = true;
+    char **held = it->held;
+    size_t n = it->n_held;
+    it->held = NULL;
+    it->n_held = it->cap_held = 0;
+    pthread_mutex_unlock(&it->mu);
+    for (size_t i = 0; i < n; i++) {
+        wq_add(c->claims, held[i]);
+        free(held[i]);
+    }
+    free(held);
+}
+
 void ctrl_intents_stop(prov_ctrl *c)
 {
     struct ctrl_intents *it = c ? c->intents : NULL;
@@ -321,6 +355,9 @@ void ctrl_intents_free(prov_ctrl *c)
     ctrl_intents_stop(c);
     prov_intent_set_free(it->set);
     json_object_put(it->lease);
+    for (size_t i = 0; i < it->n_held; i++)
+        free(it->held[i]);
+    free(it->held);
     pthread_mutex_destroy(&it->mu);
     pthread_cond_destroy(&it->cv);
     free(it->ns);

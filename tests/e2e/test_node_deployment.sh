@@ -286,7 +286,7 @@ expect "... and deleting it removes the volume and the PV" 30 w_gone
 
 # node-1's driver refuses its next CreateVolume as full; the claim names
 # node-1 already, so node-1 must try, give the node back (annotation
-# removed, in-progress finalizer released first) and another attempt binds it.
+# removed, its intent dropped first) and another attempt binds it.
 printf '%s\n' '{"CreateVolume": {"fail": {"count": 1, "code": "RESOURCE_EXHAUSTED", "message": "pool full"}}}' \
   >"$WORK/node-1/state/faults.json.tmp" && mv "$WORK/node-1/state/faults.json.tmp" "$WORK/node-1/state/faults.json"
 cat <<EOF | K create -f - >/dev/null
@@ -372,6 +372,12 @@ else
 fi
 check "no claim keeps the provisioning-in-progress finalizer" "[]" \
   "$(wj '[c["metadata"]["name"] for c in pvcs if "external-provisioner.volume.kubernetes.io/provisioning-in-progress" in c["metadata"].get("finalizers", [])]')"
+# Each node keeps its own intent record (a Lease named after driver and node).
+records=$(K get leases -n "$NS" -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' 2>/dev/null |
+  grep '^local-csi-example-com-provisioner-intents' | sort | tr '\n' ' ')
+check "each node keeps its own intent record" \
+  "local-csi-example-com-provisioner-intents-node-1 local-csi-example-com-provisioner-intents-node-2 local-csi-example-com-provisioner-intents-node-3 " \
+  "$records"
 
 # ---- a claim no node has room for waits, then lands where room appears ---------------------
 

@@ -6,23 +6,36 @@
 #
 # kube-lite (plain HTTP, binder on) + example-csi-driver + csi-provisioner.
 #
+# Before its first CreateVolume a claim's intent is written to the
+# provisioner's intent record (the Lease hostpath-csi-example-com-provisioner-intents,
+# one write for many claims); that record alone must let a successor finish
+# or undo every create, also for claims deleted meanwhile.
+#
 #  1. 200 PVCs are created at once (one `kubectl apply -f`). The provisioner
 #     is SIGKILLed at random moments (every 0.3-1.5 s) and restarted each
-#     time, until every claim is Bound. CreateVolume is slowed (200 ms) so
-#     that kills land while calls are in flight, and the driver itself
-#     crashes mid-CreateVolume twice through faults.json (crash at the N-th
-#     call before it took effect, then after it took effect) and is
-#     restarted on its persisted state. Then: every PVC is bound to exactly
-#     one PV of its own, every PV's volumeHandle is a volume of the driver,
-#     the driver holds exactly one volume per PV, and no claim keeps the
-#     in-progress finalizer.
+#     time, until every claim is Bound; about one start in two also kills
+#     itself at a named point (CSI_PROVISIONER_CRASH_AT, test-only): the
+#     n-th time the record holds a claim but its CreateVolume was not sent
+#     ("intent"), or the n-th time CreateVolume answered but no PV was made
+#     ("create"). CreateVolume is slowed (200 ms) so that kills land while
+#     calls are in flight, and the driver itself crashes mid-CreateVolume
+#     twice through faults.json (crash at the N-th call before it took
+#     effect, then after it took effect) and is restarted on its persisted
+#     state. Then: every PVC is bound to exactly one PV of its own, every
+#     PV's volumeHandle is a volume of the driver, the driver holds exactly
+#     one volume per PV (no duplicate, no leak), no claim carries a
+#     finalizer of ours, and the record ends empty after a quiet period.
 #  2. A batch of 16 more claims (as many as --worker-threads) is created
-#     with CreateVolume slowed to 1 s; as soon as the provisioner has taken
-#     all of them on (in-progress finalizer) they are deleted, so while
-#     their CreateVolume is in flight, and then every other claim is. The
-#     same kills go on, and the driver crashes twice mid-DeleteVolume
-#     (before, after). Then: the driver holds no volume, no PV is left, and
-#     no PVC or PV is left (so none with a finalizer).
+#     with CreateVolume slowed to 3 s, for a provisioner that kills itself
+#     when the first of those calls answers ("create": between CreateVolume
+#     and the PV create). Once every call reached the driver and the record
+#     holds every claim, the claims are deleted (they go at once: no
+#     finalizer), so their volumes are made for claims that no longer
+#     exist, by a provisioner that dies. Its successor must undo them from
+#     the record alone. Then every other claim is deleted; the same kills go
+#     on, and the driver crashes twice mid-DeleteVolume (before, after).
+#     Then: the driver holds no volume, no PV or PVC is left (so none with a
+#     finalizer), and the record is empty.
 #
 # Prints ok/FAIL lines and ends with "N passed, N failed"; on failure it
 # prints the difference (claims without PV, extra driver volumes, leftover
@@ -48,6 +61,8 @@ LATE=${LATE:-16}
 PHASE_TIMEOUT=${PHASE_TIMEOUT:-70}
 DRIVER_NAME=hostpath.csi.example.com
 IN_PROGRESS=external-provisioner.volume.kubernetes.io/provisioning-in-progress
+RECORD=/apis/coordination.k8s.io/v1/namespaces/default/leases/hostpath-csi-example-com-provisioner-intents
+RECORD_ANN=external-provisioner.volume.kubernetes.io/intents
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/prov-crash.XXXXXX")
 KL_PID=
@@ -139,14 +154,34 @@ start_driver() {
 }
 
 PROV_STARTS=0
+# RANDOM_CRASH=1: most starts get a random self-kill point; CRASH_NEXT: the
+# point of the next start only (CSI_PROVISIONER_CRASH_AT=<point>:<n>).
+RANDOM_CRASH=0
+CRASH_NEXT=
 start_prov() {
-  echo "==== start #$((PROV_STARTS + 1)) at $(date +%T.%N)" >>"$WORK/prov.log"
-  "$PROV" --kubeconfig="$WORK/kubeconfig" --csi-address="$WORK/csi.sock" \
+  local crash=$CRASH_NEXT
+  CRASH_NEXT=
+  if [ -z "$crash" ] && [ "$RANDOM_CRASH" = 1 ]; then
+    case $((RANDOM % 4)) in
+      0) crash="intent:$((5 + RANDOM % 20))" ;;
+      1) crash="create:$((5 + RANDOM % 20))" ;;
+    esac
+  fi
+  echo "==== start #$((PROV_STARTS + 1)) at $(date +%T.%N) crash point [${crash:-none}]" >>"$WORK/prov.log"
+  CSI_PROVISIONER_CRASH_AT=$crash "$PROV" --kubeconfig="$WORK/kubeconfig" --csi-address="$WORK/csi.sock" \
     --worker-threads=16 --kube-api-qps=500 --kube-api-burst=1000 \
     --retry-interval-start=50ms --retry-interval-max=1s --timeout=4s >>"$WORK/prov.log" 2>&1 &
   PROV_PID=$!
   PROV_STARTS=$((PROV_STARTS + 1))
 }
+# self_kills POINT: how often a provisioner killed itself there so far
+self_kills() { grep -c "CSI_PROVISIONER_CRASH_AT: killed at $1 " "$WORK/prov.log"; }
+# record_names: the claim names (sorted) the intent record holds; "?" when unreadable
+record_names() {
+  api "$RECORD" | jq -r --arg a "$RECORD_ANN" '.metadata.annotations[$a] | fromjson |
+    .entries[].claim.metadata.name' 2>/dev/null | sort || echo "?"
+}
+record_empty() { local r; r=$(api "$RECORD" | jq -r --arg a "$RECORD_ANN" '.metadata.annotations[$a] | fromjson | .entries | length' 2>/dev/null); [ "$r" = 0 ]; }
 
 # set_faults JSON: installed atomically (the driver re-reads it on its next call)
 set_faults() {
@@ -306,10 +341,10 @@ $(echo "$missing" | head -n 20)"
     "driver volumes no PV refers to (leaked):
 $(echo "$extra" | head -n 20)"
   local fins
-  fins=$(jq -r --arg f "$IN_PROGRESS" '.items[] |
-    select((.metadata.finalizers // []) | index($f)) | .metadata.name' "$WORK/pvcs.json")
-  check "no claim keeps the in-progress finalizer" "" "$fins" \
-    "claims with $IN_PROGRESS: $(echo "$fins" | head -n 20 | tr '\n' ' ')"
+  fins=$(jq -r '.items[] | select((.metadata.finalizers // []) |
+    map(select(test("provision"))) | length > 0) | .metadata.name' "$WORK/pvcs.json")
+  check "no claim carries a finalizer of ours" "" "$fins" \
+    "claims with a provisioner finalizer: $(echo "$fins" | head -n 20 | tr '\n' ' ')"
 }
 
 # ---- start -------------------------------------------------------------------------
@@ -387,10 +422,28 @@ EOF
 # ---- phase 1: provisioning under SIGKILLs and driver crashes ---------------------------------
 
 PHASE_CRASHES=0
+# The first provisioner kills itself once the record holds its 5th claim
+# (CreateVolume not sent), the next once its 5th CreateVolume answered (no
+# PV yet); then random SIGKILLs and random self-kill points.
+CRASH_NEXT=intent:5
 start_prov
 claims "$WORK/claims.yaml" claim "$N" "$N"
 applied=$(K apply -f "$WORK/claims.yaml" 2>&1 | grep -c ' created$')
 check "$N claims created by one kubectl apply" "$N" "$applied"
+NO_KILLS=1
+CRASH_NEXT=create:5
+deadline=$(($(now_ms) + PHASE_TIMEOUT * 1000))
+while [ "$(now_ms)" -lt "$deadline" ] && [ "$(self_kills create)" -lt 1 ]; do
+  supervise
+  sleep 0.1
+done
+CRASH_NEXT=
+NO_KILLS=0
+RANDOM_CRASH=1
+check "a provisioner killed itself with a claim in the record and its CreateVolume not sent" \
+  1 "$(self_kills intent)"
+check "a provisioner killed itself after CreateVolume answered, before the PV create" \
+  1 "$(self_kills create)"
 
 all_bound() {
   local c
@@ -399,16 +452,34 @@ all_bound() {
 }
 t0=$SECONDS
 if chaos all_bound; then
-  ok "all $N claims Bound, in-progress finalizers gone ($((SECONDS - t0)) s)"
+  ok "all $N claims Bound ($((SECONDS - t0)) s)"
 else
   bad "all $N claims Bound within ${PHASE_TIMEOUT} s" "bound/total/in-progress: $(claim_counts)"
 fi
-note "provisioner: $KILLS SIGKILLs, $PROV_EXITS exits by itself (driver loss), $PROV_STARTS starts"
+RANDOM_CRASH=0
+note "provisioner: $KILLS SIGKILLs, $PROV_EXITS exits by itself (driver loss or a crash point: $(self_kills intent) at intent, $(self_kills create) at create), $PROV_STARTS starts"
 if [ "$KILLS" -ge 2 ]; then ok "the provisioner was SIGKILLed while claims were pending ($KILLS times)"; else
   bad "the provisioner was SIGKILLed at least twice while claims were pending" "$KILLS kills"; fi
 check "the driver crashed mid-CreateVolume before and after the call took effect" 2 "$DRV_CRASHES"
 check "the driver exited only through the injected crashes" "" "$DRV_BAD_EXIT"
 check_bound_state
+
+# The record empties itself once nothing happens (done entries leave with
+# an idle write).
+quiet_empty() {
+  local deadline=$(($(now_ms) + 30000))
+  while [ "$(now_ms)" -lt "$deadline" ]; do
+    record_empty && return 0
+    supervise
+    sleep 0.2
+  done
+  return 1
+}
+NO_KILLS=1
+if quiet_empty; then ok "the intent record is empty after a quiet period"; else
+  bad "the intent record is empty after a quiet period" "it names: $(record_names | head -n 10 | tr '\n' ' ')"
+fi
+NO_KILLS=0
 PHASE1_FAILED=$failed
 
 # ---- phase 2: deletion, with claims deleted while CreateVolume is in flight ------------------
@@ -418,19 +489,24 @@ PROV_EXITS=0
 DRV_CRASHES=0
 PHASE_CRASHES=0
 # CreateVolume takes 3 s now (< --timeout; long enough to look at every late
-# claim while its call is in flight, even on a loaded machine): the late
-# claims are deleted, and the provisioner killed, while their calls are in
-# flight.
+# claim while its call is in flight, even on a loaded machine). The
+# provisioner now running kills itself when the first of those calls
+# answers: between CreateVolume and the PV create.
 set_faults '{"CreateVolume": {"delay_ms": 3000}}'
+kill -KILL "$PROV_PID" 2>/dev/null
+wait "$PROV_PID" 2>/dev/null
+create_kills0=$(self_kills create)
+CRASH_NEXT=create:1
+start_prov
+NO_KILLS=1
 claims "$WORK/late.yaml" late "$LATE"
 applied=$(K apply -f "$WORK/late.yaml" 2>&1 | grep -c ' created$')
 check "$LATE late claims created" "$LATE" "$applied"
 api /api/v1/namespaces/default/persistentvolumeclaims |
   jq -r '.items[] | select(.metadata.name | startswith("late-")) | "pvc-" + .metadata.uid' |
   sort >"$WORK/late.volnames"
-# Wait (the provisioner is not killed meanwhile) until every late claim's
-# CreateVolume has reached the driver (it logs requests on arrival at -v=5):
-# from then on each call is in flight for 3 s.
+# Wait until every late claim's CreateVolume has reached the driver (it logs
+# requests on arrival at -v=5): from then on each call is in flight for 3 s.
 arrived=0
 for _ in $(seq 1 200); do
   arrived=$(grep -o 'CreateVolume {"name":"pvc-[0-9a-f-]*"' "$WORK/driver.log" |
@@ -438,47 +514,48 @@ for _ in $(seq 1 200); do
   [ "$arrived" -ge "$LATE" ] && break
   sleep 0.025
 done
-taken=$(api /api/v1/namespaces/default/persistentvolumeclaims | jq --arg f "$IN_PROGRESS" \
-  '[.items[] | select((.metadata.name | startswith("late-")) and
-    ((.metadata.finalizers // []) | index($f)))] | length')
+taken=$(record_names | grep -c '^late-')
 out=$(K delete pvc -l batch=late --wait=false 2>&1)
 late_deleted=$(echo "$out" | grep -c 'deleted')
-# ... and the provisioner dies with those calls in flight: only the API
-# (the finalizer) can tell its successor that volumes may be on their way.
-kill -KILL "$PROV_PID" 2>/dev/null
-wait "$PROV_PID" 2>/dev/null
-KILLS=$((KILLS + 1))
-start_prov
 check "every late claim's CreateVolume reached the driver before the claims were deleted" \
   "$LATE" "$arrived"
-check "every late claim had the in-progress finalizer when deleted" "$LATE" "$taken"
-check "the $LATE late claims deleted, then the provisioner SIGKILLed" "$LATE" "$late_deleted"
+check "the intent record held every late claim when they were deleted" "$LATE" "$taken"
+check "the $LATE late claims deleted" "$LATE" "$late_deleted"
+late_claims_gone() {
+  [ "$(api /api/v1/namespaces/default/persistentvolumeclaims | jq '[.items[] | select(.metadata.name | startswith("late-"))] | length')" = 0 ]
+}
+if late_claims_gone; then ok "the deleted late claims go at once (no finalizer holds them)"; else
+  bad "the deleted late claims go at once (no finalizer holds them)"; fi
 
 LATE_SEEN=0
 # Volumes of deleted late claims that the driver holds: the in-flight calls
-# completed after the claims were deleted (and the provisioner was killed).
+# completed after the claims were deleted (and the provisioner died).
 late_seen() {
   local seen
   seen=$(jq -r '.volumes[].name' "$WORK/driver.json" | sort | comm -12 - "$WORK/late.volnames" | wc -l)
   [ "$seen" -gt "$LATE_SEEN" ] && LATE_SEEN=$seen
   return 0
 }
-# The successor repeats each CreateVolume (3 s, queued behind the
-# original call in the driver) to learn the volume, deletes it, then lets
-# the claim go. No random kills here: a provisioner killed more often than
-# a CreateVolume takes can never finish one (as upstream's).
+# The successor repeats each CreateVolume (3 s, queued behind the original
+# call in the driver) from the record's entry to learn the volume, deletes
+# it, then drops the entry. No random kills here: a provisioner killed more
+# often than a CreateVolume takes can never finish one (as upstream's).
 late_gone() {
   late_seen
-  [ "$(jq '[.items[] | select(.metadata.name | startswith("late-"))] | length' \
-    "$WORK/pvcs.json")" -eq 0 ]
+  [ "$LATE_SEEN" -gt 0 ] || return 1
+  [ "$(jq -r '.volumes[].name' "$WORK/driver.json" | sort | comm -12 - "$WORK/late.volnames" | wc -l)" -eq 0 ] || return 1
+  [ "$(jq '[.items[] | select(.spec.claimRef.name // "" | startswith("late-"))] | length' "$WORK/pvs.json")" -eq 0 ] || return 1
+  [ "$(record_names | grep -c '^late-')" -eq 0 ]
 }
-NO_KILLS=1
 t0=$SECONDS
 if chaos late_gone; then
-  ok "the late claims are gone after their volumes' cleanup ($((SECONDS - t0)) s)"
+  ok "the late claims' volumes are undone from the record alone, their entries gone ($((SECONDS - t0)) s)"
 else
-  bad "the late claims gone within ${PHASE_TIMEOUT} s" "$(leftover_finalizers | grep late- | head -n 5)"
+  bad "the late claims' volumes undone within ${PHASE_TIMEOUT} s" \
+    "record: $(record_names | tr '\n' ' '); late volumes in the driver: $(jq -r '.volumes[].name' "$WORK/driver.json" | sort | comm -12 - "$WORK/late.volnames" | tr '\n' ' ')"
 fi
+check "the provisioner holding them killed itself between CreateVolume and the PV create" \
+  1 "$(($(self_kills create) - create_kills0))"
 NO_KILLS=0
 
 # Now every bound claim, under random kills, with DeleteVolume taking 200 ms
@@ -518,6 +595,10 @@ check "no PV is left" 0 "$(count_items "$WORK/pvs.json")" \
 check "no PVC is left" 0 "$(count_items "$WORK/pvcs.json")" \
   "$(jq -r '.items[] | "\(.metadata.name) phase \(.status.phase // "")"' "$WORK/pvcs.json" | head -n 20)"
 check "no PVC or PV is left with a finalizer" "" "$(leftover_finalizers)"
+NO_KILLS=1
+if quiet_empty; then ok "the intent record ends empty"; else
+  bad "the intent record ends empty" "it names: $(record_names | head -n 10 | tr '\n' ' ')"
+fi
 
 # ---- stop, and look for sanitizer reports ----------------------------------------------------
 
