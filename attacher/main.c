@@ -68,7 +68,7 @@ static void add_flags(util_flags *f, struct flags *fl)
                         "Resync interval of the VolumeAttachment reconciler.");
     util_flags_int(f, "max-grpc-log-length", &fl->max_grpc_log_length,
                    "The maximum amount of characters logged for every grpc responses. Defaults "
-                   "to no limit (accepted; responses at -v=5 are logged whole)");
+                   "to no limit (0 or less: no limit)");
     util_flags_string(f, "feature-gates", &fl->feature_gates,
                       "A set of key=value pairs that describe feature gates: "
                       "MutableCSINodeAllocatableCount=true|false, "
@@ -143,16 +143,17 @@ int main(int argc, char **argv)
     obs_info("Version: %s", SIDECAR_VERSION);
 
     char lock[320];
-    sidecar_opts so = {.component = "csi-attacher",
-                       .version = SIDECAR_VERSION,
-                       .which = SIDECAR_FLAGS_CSI | SIDECAR_FLAGS_KUBE | SIDECAR_FLAGS_LEADER |
-                                SIDECAR_FLAGS_HTTP,
-                       .timeout = fl.timeout,
-                       .exit_on_csi_loss = true,
-                       .probe = true,
-                       .release_on_exit = release,
-                       .lock_name = lock_name,
-                       .ud = lock};
+    sidecar_opts so = {
+        .component = "csi-attacher",
+        .version = SIDECAR_VERSION,
+        .which = SIDECAR_FLAGS_CSI | SIDECAR_FLAGS_KUBE | SIDECAR_FLAGS_LEADER | SIDECAR_FLAGS_HTTP,
+        .timeout = fl.timeout,
+        .exit_on_csi_loss = true,
+        .probe = true,
+        .release_on_exit = release,
+        .max_log_len = fl.max_grpc_log_length > 0 ? (size_t)fl.max_grpc_log_length : 0,
+        .lock_name = lock_name,
+        .ud = lock};
     sidecar *s = NULL;
     if (sidecar_start(&fl.common, &so, &s) < 0)
         die(util_err_last());

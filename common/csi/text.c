@@ -285,10 +285,11 @@ char *csi_msg_to_text(const ProtobufCMessage *msg, size_t max_len)
     else
         render_msg(&b, msg);
     if (max_len > 0 && b.len > max_len) {
+        /* The marker only where it fits: a tiny cap must not write past
+         * a short text. */
         static const char more[] = "...";
-        if (max_len < sizeof(more))
-            max_len = sizeof(more);
-        memcpy(b.buf + max_len - (sizeof(more) - 1), more, sizeof(more) - 1);
+        if (max_len >= sizeof(more))
+            memcpy(b.buf + max_len - (sizeof(more) - 1), more, sizeof(more) - 1);
         b.buf[max_len] = '\0';
     }
     return b.buf;

@@ -180,6 +180,7 @@ int sidecar_start(const sidecar_flags *sf, const sidecar_opts *opts, sidecar **o
     if (opts->which & SIDECAR_FLAGS_CSI) {
         csi_conn_opts co = {.on_call = sidecar_csi_hook,
                             .on_call_ud = s,
+                            .max_log_len = opts->max_log_len,
                             .on_loss = opts->exit_on_csi_loss ? csi_loss_exit : NULL};
         r = csi_conn_new(sf->csi_address, &co, &s->csi);
         if (r < 0)

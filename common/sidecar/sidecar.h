@@ -64,6 +64,7 @@ typedef struct sidecar_opts {
     bool kubeconfig_env;   /* honour $KUBECONFIG (the provisioner does) */
     bool healthz;          /* serve a plain /healthz "ok" (the registrar has its own) */
     bool release_on_exit;  /* release the lease at stop (upstream: ReleaseLeaderElectionOnExit) */
+    size_t max_log_len;    /* cut CSI responses logged at -v=5 (0: no cut) */
     /* Leader election lock name (before sanitizing); NULL: none. */
     const char *(*lock_name)(void *ud, const char *driver_name);
     void *ud;

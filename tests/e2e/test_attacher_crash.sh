@@ -111,7 +111,8 @@ start_attacher() {
   echo "==== start #$((ATT_STARTS + 1)) at $(date +%T.%N)" >>"$WORK/attacher.log"
   "$ATT" --kubeconfig="$WORK/admin.kubeconfig" --csi-address="$WORK/csi.sock" \
     --kube-api-qps=500 --kube-api-burst=1000 --retry-interval-start=50ms \
-    --retry-interval-max=1s --timeout=2s -v=4 >>"$WORK/attacher.log" 2>&1 &
+    --retry-interval-max=1s --timeout=2s -v=4 --vmodule=client=5 --max-grpc-log-length=48 \
+    >>"$WORK/attacher.log" 2>&1 &
   PID["attacher"]=$!
   [ "$ATT_STARTS" -eq 0 ] && NAMES+=(attacher)
   ATT_STARTS=$((ATT_STARTS + 1))
@@ -415,6 +416,11 @@ for log in attacher.log driver.log kube-lite.log; do
   fi
 done
 check "no sanitizer report from any child" 0 "$san"
+# --max-grpc-log-length=48: every logged CSI response is cut to 48 characters
+resp=$(grep -c 'GRPC response: ' "$WORK/attacher.log")
+long=$(grep -o 'GRPC response: .*' "$WORK/attacher.log" | awk '{sub(/^GRPC response: /, ""); if (length($0) > 48) n++} END {print n + 0}')
+check "--max-grpc-log-length=48: CSI responses logged (>0), none longer than 48" "yes 0" \
+  "$([ "$resp" -gt 0 ] && echo yes || echo "no ($resp)") $long"
 if [ "$failed" -gt 0 ]; then
   echo "---- attacher log (warnings and errors), last lines:"
   grep -v '^I' "$WORK/attacher.log" | tail -n 30

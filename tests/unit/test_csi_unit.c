@@ -249,6 +249,20 @@ static void test_text_shows_oneofs_enums_wrappers_and_skips_zero_values(void **s
     assert_int_equal(strlen(t), 12);
     assert_string_equal(t + 9, "...");
     free(t);
+    /* Caps below the marker's size cut without it, never past the text. */
+    static const struct {
+        size_t cap;
+        const char *want;
+    } tiny[] = {{1, "{"}, {2, "{}"}, {3, "{}"}, {4, "{}"}};
+    pr.ready = NULL;
+    for (size_t i = 0; i < sizeof(tiny) / sizeof(tiny[0]); i++) {
+        t = csi_msg_to_text(&pr.base, tiny[i].cap);
+        assert_string_equal(t, tiny[i].want);
+        free(t);
+    }
+    t = csi_msg_to_text(&info.base, 3);
+    assert_string_equal(t, "{\"n");
+    free(t);
     t = csi_msg_to_text(NULL, 0);
     assert_string_equal(t, "null");
     free(t);
