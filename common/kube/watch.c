@@ -250,17 +250,9 @@ static int finish(kube_watch *w, CURLcode e)
     return 0;
 }
 
-int kube_watch_run(kube_watch *w, const char *path, kube_watch_fn fn, void *ud)
+/* A fresh stream: decoder state and the caller's handler. */
+static void stream_begin(kube_watch *w, const char *path, kube_watch_fn fn, void *ud)
 {
-    if (atomic_load(&w->cancelled))
-        return util_err_set(-ECANCELED, "watch %s: cancelled", path);
-    struct curl_slist *headers = NULL;
-    char *url = NULL;
-    int rc = kube_client__prepare_get(w->c, w->h, w->err, path, &headers, &url);
-    if (rc < 0)
-        return rc;
-    /* One token to start, none for the stream itself. */
-    kube_client__throttle(w->c, "GET", url);
     w->tok = json_tokener_new_ex(JSON_DEPTH);
     if (!w->tok)
         abort();
@@ -276,6 +268,58 @@ int kube_watch_run(kube_watch *w, const char *path, kube_watch_fn fn, void *ud)
     w->stop_rc = 0;
     w->events = 0;
     w->err[0] = '\0';
+}
+
+static void stream_end(kube_watch *w)
+{
+    json_tokener_free(w->tok);
+    w->tok = NULL;
+    free(w->err_body);
+    w->err_body = NULL;
+}
+
+/*
+ * Test hooks (tests/fuzz/fuzz_watch_feed.c; not in kube.h): the decoder of
+ * a 200 stream without a connection. Bytes given to __feed go through
+ * exactly what curl's write callback does; __end says how the stream
+ * ended as kube_watch_run would (0, or the first event or error that
+ * stopped it). A watch used this way must not run at the same time.
+ */
+void kube_watch__begin(kube_watch *w, const char *path, kube_watch_fn fn, void *ud);
+int kube_watch__feed(kube_watch *w, const char *p, size_t n);
+int kube_watch__end(kube_watch *w);
+
+void kube_watch__begin(kube_watch *w, const char *path, kube_watch_fn fn, void *ud)
+{
+    stream_begin(w, path, fn, ud);
+    w->code = 200;
+}
+
+int kube_watch__feed(kube_watch *w, const char *p, size_t n)
+{
+    feed(w, p, n);
+    return w->stopped ? w->stop_rc : 0;
+}
+
+int kube_watch__end(kube_watch *w)
+{
+    int rc = finish(w, CURLE_OK);
+    stream_end(w);
+    return rc;
+}
+
+int kube_watch_run(kube_watch *w, const char *path, kube_watch_fn fn, void *ud)
+{
+    if (atomic_load(&w->cancelled))
+        return util_err_set(-ECANCELED, "watch %s: cancelled", path);
+    struct curl_slist *headers = NULL;
+    char *url = NULL;
+    int rc = kube_client__prepare_get(w->c, w->h, w->err, path, &headers, &url);
+    if (rc < 0)
+        return rc;
+    /* One token to start, none for the stream itself. */
+    kube_client__throttle(w->c, "GET", url);
+    stream_begin(w, path, fn, ud);
     curl_easy_setopt(w->h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(w->h, CURLOPT_WRITEDATA, w);
     curl_easy_setopt(w->h, CURLOPT_TIMEOUT_MS, 0L);
@@ -292,10 +336,7 @@ int kube_watch_run(kube_watch *w, const char *path, kube_watch_fn fn, void *ud)
 
     curl_easy_setopt(w->h, CURLOPT_HTTPHEADER, NULL);
     kube_client__free_headers(headers);
-    json_tokener_free(w->tok);
-    w->tok = NULL;
-    free(w->err_body);
-    w->err_body = NULL;
+    stream_end(w);
     free(url);
     return rc;
 }
