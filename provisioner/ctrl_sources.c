@@ -348,16 +348,29 @@ static void check_use(void *ud, json_object *pvc)
     u->used = true;
 }
 
+/* An intent entry is a claim whose volume may be made from the source:
+ * undoing it repeats the CreateVolume, which needs the source, also after
+ * the claim itself is gone. */
+static int check_intent_use(prov_ctrl *c, const prov_intent *in, void *ud)
+{
+    (void)c;
+    check_use(ud, (json_object *)in->claim);
+    return 0;
+}
+
 /*
  * Drops a source's protection finalizer once no claim that is still being
- * provisioned from it remains (the cloning-protection controller, and the
- * orphan sweep for snapshots). -EBUSY while a claim still uses it.
+ * provisioned from it remains, nor an intent entry of one (the
+ * cloning-protection controller, and the orphan sweep for snapshots).
+ * -EBUSY while a claim still uses it.
  */
 int ctrl_release_source(prov_ctrl *c, const char *ns, const char *kind, const char *name,
                         const char *except)
 {
     struct pending_use u = {ns, kind, name, except, false};
     kube_informer_each(c->pvcs, check_use, &u);
+    if (!u.used)
+        ctrl_intent_each(c, ns, NULL, check_intent_use, &u);
     if (u.used)
         return -EBUSY;
     bool clone = strcmp(kind, "PersistentVolumeClaim") == 0;

@@ -384,7 +384,7 @@ int prov_intent_set_flush_text(prov_intent_set *s, char **text)
     size_t n = 0;
     for (struct ent *e = s->head; e; e = e->next)
         n++;
-    struct ent **all = util_calloc(n ? n : 1, sizeof(*all));
+    struct ent **all = util_calloc(n ? n : 1, sizeof(struct ent *));
     size_t i = n;
     for (struct ent *e = s->head; e; e = e->next)
         all[--i] = e;

@@ -450,9 +450,9 @@ void prov_node_capacity_request(const Csi__V1__CreateVolumeRequest *req, size_t 
  * object; many workers share one write (group commit, intent.c).
  */
 #define PROV_INTENT_ANNOTATION "external-provisioner.volume.kubernetes.io/intents"
-#define PROV_INTENT_ENTRY_MAX  4096          /* bytes of one entry's text */
-#define PROV_INTENT_BYTES_MAX  (192 * 1024)  /* the record's text: well under 256 KiB */
-#define PROV_INTENT_TEXT_MAX   (1024 * 1024) /* a longer record text is not parsed */
+#define PROV_INTENT_ENTRY_MAX  4096                  /* bytes of one entry's text */
+#define PROV_INTENT_BYTES_MAX  ((size_t)192 * 1024)  /* the record's text: well under 256 KiB */
+#define PROV_INTENT_TEXT_MAX   ((size_t)1024 * 1024) /* a longer record text is not parsed */
 #define PROV_INTENT_NAME_MAX   253
 
 /* One entry as read back; strings and `claim` are borrowed from the JSON. */
