@@ -133,14 +133,27 @@ const char *kobj_meta_str(const json_object *o, const char *key)
     return kobj_str(kobj_meta(o), key);
 }
 
+/* No API server stores a name longer than a DNS subdomain (253 bytes) or a
+ * namespace longer than a DNS label (63): a longer one is a corrupted or
+ * hostile answer. Refused here, at the one place names are read, it is
+ * skipped like a missing name instead of becoming a cache key, a URL
+ * segment of every retried write and an Event name. */
+#define KOBJ_NAME_MAX 253
+#define KOBJ_NS_MAX   63
+
+static const char *bounded(const char *s, size_t max)
+{
+    return s && strnlen(s, max + 1) <= max ? s : NULL;
+}
+
 const char *kobj_name(const json_object *o)
 {
-    return kobj_meta_str(o, "name");
+    return bounded(kobj_meta_str(o, "name"), KOBJ_NAME_MAX);
 }
 
 const char *kobj_namespace(const json_object *o)
 {
-    return kobj_meta_str(o, "namespace");
+    return bounded(kobj_meta_str(o, "namespace"), KOBJ_NS_MAX);
 }
 
 const char *kobj_uid(const json_object *o)

@@ -222,6 +222,12 @@ static void test_array_accessors_check_type_and_range(void **state)
 
 /* ---- metadata ------------------------------------------------------------------ */
 
+#define S10  "aaaaaaaaaa"
+#define S63  S10 S10 S10 S10 S10 S10 "aaa"
+#define S64  S63 "a"
+#define S253 S63 S63 S63 S63 "a"
+#define S254 S253 "a"
+
 static const struct meta_row {
     const char *name, *json;
     const char *obj_name, *ns, *uid, *rv, *ann, *label;
@@ -240,6 +246,12 @@ static const struct meta_row {
      "{`metadata`:{`name`:1,`namespace`:{},`uid`:[],`resourceVersion`:5,"
      "`annotations`:`a`,`labels`:[`l`],`deletionTimestamp`:null}}",
      NULL, NULL, NULL, NULL, NULL, NULL, false},
+    {"a name over 253 bytes and a namespace over 63 are no names",
+     "{`metadata`:{`name`:`" S254 "`,`namespace`:`" S64 "`,`uid`:`u`}}", NULL, NULL, "u", NULL,
+     NULL, NULL, false},
+    {"a name of 253 bytes and a namespace of 63 are names",
+     "{`metadata`:{`name`:`" S253 "`,`namespace`:`" S63 "`}}", S253, S63, NULL, NULL, NULL, NULL,
+     false},
     {"annotation values of wrong types",
      "{`metadata`:{`annotations`:{`a`:1},`labels`:{`l`:null},`deletionTimestamp`:0}}", NULL, NULL,
      NULL, NULL, NULL, NULL, true},
