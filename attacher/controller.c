@@ -607,11 +607,13 @@ static int sync_pv(att_ctrl *c, const char *name)
         kube_informer_by_index(c->vas, "pv", name, count_va, &users);
         if (users == 0) {
             char *path = kube_path(&KUBE_PV, NULL, name, NULL);
-            rc = json_patch(c, path, pv, build_remove_finalizer, NULL, NULL, NULL);
+            /* A PV already gone needs nothing more (its delete event is on its way). */
+            bool gone = false;
+            rc = json_patch(c, path, pv, build_remove_finalizer, NULL, &gone, NULL);
             free(path);
             if (rc < 0)
                 obs_warn("%s", util_err_last());
-            else
+            else if (!gone)
                 obs_v(2, "PersistentVolume %s: finalizer %s removed", name, c->fin);
         }
     }
