@@ -435,6 +435,8 @@ void ctrl_intent_done(prov_ctrl *c, const char *uid)
     pthread_mutex_lock(&it->mu);
     prov_intent_set_done(it->set, uid);
     it->last_activity = util_now_mono();
+    /* Room for a joiner waiting on a full record. */
+    pthread_cond_broadcast(&it->cv);
     pthread_mutex_unlock(&it->mu);
 }
 

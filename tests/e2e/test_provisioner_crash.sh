@@ -13,7 +13,7 @@
 #
 #  1. 200 PVCs are created at once (one `kubectl apply -f`). The provisioner
 #     is SIGKILLed at random moments (every 0.3-1.5 s) and restarted each
-#     time, until every claim is Bound; about one start in two also kills
+#     time, until every claim is Bound; about one start in three also kills
 #     itself at a named point (CSI_PROVISIONER_CRASH_AT, test-only): the
 #     n-th time the record holds a claim but its CreateVolume was not sent
 #     ("intent"), or the n-th time CreateVolume answered but no PV was made
@@ -162,7 +162,7 @@ start_prov() {
   local crash=$CRASH_NEXT
   CRASH_NEXT=
   if [ -z "$crash" ] && [ "$RANDOM_CRASH" = 1 ]; then
-    case $((RANDOM % 4)) in
+    case $((RANDOM % 6)) in
       0) crash="intent:$((5 + RANDOM % 20))" ;;
       1) crash="create:$((5 + RANDOM % 20))" ;;
     esac
