@@ -54,6 +54,12 @@ run_one() {
   local start=$SECONDS
   CSI_BUILD_DIR="$build" eval "$cmd" >"$log" 2>&1 </dev/null
   local rc=$?
+  # CPU seconds (user + system) of the suite's processes that were waited
+  # for: this job runs in its own subshell, so `times` sees only them (not
+  # inside $(...), a subshell of its own with no children).
+  local cpu
+  times >"$RESULTS/$idx.times"
+  cpu=$(tail -n 1 "$RESULTS/$idx.times" | awk '{s = 0; for (i = 1; i <= NF; i++) {split($i, a, "m"); s += a[1] * 60 + a[2]} printf "%.1f", s}')
   local p f
   p=$(grep -Eo '^\[  PASSED  \] [0-9]+' "$log" | awk '{s+=$NF} END {print s+0}')
   f=$(grep -Eo '^\[  FAILED  \] [0-9]+ test' "$log" | awk '{s+=$(NF-1)} END {print s+0}')
@@ -78,14 +84,14 @@ run_one() {
   printf '%s %s %s %s\n' "$p" "$f" "$((SECONDS - start))" "$why" >"$RESULTS/$idx"
   if [ "$f" -gt 0 ]; then
     {
-      echo "FAIL $label: $p passed, $f failed${why:+ ($why)} ($((SECONDS - start)) s) -- log: $log"
+      echo "FAIL $label: $p passed, $f failed${why:+ ($why)} ($((SECONDS - start)) s, ${cpu} s CPU) -- log: $log"
       # a FAIL line with the want/got lines indented under it
       grep -E -A4 '^\[  (FAILED|  ERROR)|^\[  ERROR|error:|Assert|ERROR: |runtime error|^FAIL ' "$log" |
         grep -E '^\[  (FAILED|  ERROR)|^\[  ERROR|error:|Assert|ERROR: |runtime error|^FAIL |^     ' |
         head -n 40 | sed 's/^/    /'
     } >"$RESULTS/$idx.msg"
   else
-    echo "ok   $label: $p passed ($((SECONDS - start)) s)" >"$RESULTS/$idx.msg"
+    echo "ok   $label: $p passed ($((SECONDS - start)) s, ${cpu} s CPU)" >"$RESULTS/$idx.msg"
   fi
   cat "$RESULTS/$idx.msg"
 }
