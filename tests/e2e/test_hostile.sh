@@ -15,6 +15,10 @@
 #   tests/e2e/test_hostile.sh <build-dir>
 #   HOSTILE_SEED=1234 tests/e2e/test_hostile.sh build/asan   # replays a run's decisions
 #
+# Also: HOSTILE_SECONDS, HOSTILE_SCALE (multiplies every corruption's
+# probability), HOSTILE_SPARE (regex of API paths left alone), HOSTILE_V (the
+# sidecars' -v), HOSTILE_LOGS=DIR (keeps every log), HOSTILE_RSS_MIB.
+#
 # Checks: every sidecar alive, answering /healthz (and /metrics where it has
 # one), peak RSS under HOSTILE_RSS_MIB (default 300), no sanitizer report in
 # any log, convergence, exit 0 on SIGTERM. Ends with "N passed, N failed".
@@ -86,7 +90,8 @@ if ! wait_for 20 kl_http_up || ! alive kube-lite; then
 fi
 SERVER=$(sed -n 's/^kube-lite: serving on //p' "$WORK/kube-lite.log")
 
-start proxy python3 "$PROXY" --upstream "$SERVER" --seed "$HOSTILE_SEED"
+start proxy python3 "$PROXY" --upstream "$SERVER" --seed "$HOSTILE_SEED" --scale "${HOSTILE_SCALE:-1}" \
+  ${HOSTILE_SPARE:+--spare "$HOSTILE_SPARE"}
 proxy_up() { grep -q 'serving on http://' "$WORK/proxy.log" || ! alive proxy; }
 if ! wait_for 20 proxy_up || ! alive proxy; then
   bad "the hostile proxy starts" "$(cat "$WORK/proxy.log")"

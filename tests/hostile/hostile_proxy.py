@@ -37,6 +37,7 @@ import http.client
 import http.server
 import json
 import random
+import re
 import signal
 import socket
 import struct
@@ -75,8 +76,9 @@ def log(msg):
 class State:
     """What every handler thread shares: configuration, mode, counts."""
 
-    def __init__(self, upstream, seed, probs):
+    def __init__(self, upstream, seed, probs, spare):
         self.upstream = upstream  # (host, port)
+        self.spare = spare  # compiled regex of paths never corrupted, or None
         self.seed = seed
         self.probs = probs
         self.passthrough = threading.Event()
@@ -420,7 +422,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except (OSError, ValueError):
             self.close_connection = True
             return
-        hostile = not st.passthrough.is_set()
+        hostile = not st.passthrough.is_set() and not (st.spare and st.spare.search(url.path))
 
         if hostile and rng.random() < st.probs["error"] and rng.random() < 0.5:
             # Refused before kube-lite saw it.
@@ -613,6 +615,7 @@ def main():
     ap.add_argument("--seed", type=int, default=None, help="seed of every decision (default: random, printed)")
     ap.add_argument("--probs", default="", help="JSON object overriding probabilities of " + ",".join(DEFAULTS))
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every probability")
+    ap.add_argument("--spare", default="", help="regex of paths passed through untouched (to narrow a replay down)")
     a = ap.parse_args()
 
     up = urllib.parse.urlsplit(a.upstream)
@@ -627,7 +630,7 @@ def main():
         probs.update(extra)
     probs = {k: v * a.scale for k, v in probs.items()}
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
-    st = State((up.hostname, up.port or 80), seed, probs)
+    st = State((up.hostname, up.port or 80), seed, probs, re.compile(a.spare) if a.spare else None)
     Handler.st = st
 
     host, _, port = a.listen.rpartition(":")
