@@ -25,7 +25,7 @@
 #     PV's volumeHandle is a volume of the driver, the driver holds exactly
 #     one volume per PV (no duplicate, no leak), no claim carries a
 #     finalizer of ours, and the record ends empty after a quiet period.
-#  2. A batch of 16 more claims (as many as --worker-threads) is created
+#  2. A batch of 12 more claims (all in flight at once) is created
 #     with CreateVolume slowed to 3 s, for a provisioner that kills itself
 #     when the first of those calls answers ("create": between CreateVolume
 #     and the PV create). Once every call reached the driver and the record
@@ -56,8 +56,10 @@ KL=$(bin kube-lite)
 DRV=$(bin example-csi-driver)
 PROV=$(bin csi-provisioner)
 N=${N:-200}
-# The late batch is as large as --worker-threads, so all of it can be in flight.
-LATE=${LATE:-16}
+# The late batch is smaller than --worker-threads (16) and than the calls
+# the example driver serves at once while each sleeps in its injected delay
+# (15 of its 16 threads), so all of it is in flight together.
+LATE=${LATE:-12}
 PHASE_TIMEOUT=${PHASE_TIMEOUT:-70}
 DRIVER_NAME=hostpath.csi.example.com
 IN_PROGRESS=external-provisioner.volume.kubernetes.io/provisioning-in-progress
@@ -497,8 +499,14 @@ kill -KILL "$PROV_PID" 2>/dev/null
 wait "$PROV_PID" 2>/dev/null
 create_kills0=$(self_kills create)
 CRASH_NEXT=create:1
+started0=$(grep -c 'provisioner started' "$WORK/prov.log")
 start_prov
 NO_KILLS=1
+# Its workers run before the late claims come (all must be in flight at once).
+for _ in $(seq 1 300); do
+  [ "$(grep -c 'provisioner started' "$WORK/prov.log")" -gt "$started0" ] && break
+  sleep 0.1
+done
 claims "$WORK/late.yaml" late "$LATE"
 applied=$(K apply -f "$WORK/late.yaml" 2>&1 | grep -c ' created$')
 check "$LATE late claims created" "$LATE" "$applied"
@@ -508,7 +516,7 @@ api /api/v1/namespaces/default/persistentvolumeclaims |
 # Wait until every late claim's CreateVolume has reached the driver (it logs
 # requests on arrival at -v=5): from then on each call is in flight for 3 s.
 arrived=0
-for _ in $(seq 1 200); do
+for _ in $(seq 1 400); do
   arrived=$(grep -o 'CreateVolume {"name":"pvc-[0-9a-f-]*"' "$WORK/driver.log" |
     sed 's/.*"name":"//; s/"$//' | sort -u | comm -12 - "$WORK/late.volnames" | wc -l)
   [ "$arrived" -ge "$LATE" ] && break
