@@ -14,12 +14,16 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
+#define POOL_STACK         (8u << 20) /* glibc's default (RLIMIT_STACK); only touched pages cost */
 #define DEFAULT_BASE_DELAY (5 * UTIL_MS)
 #define DEFAULT_MAX_DELAY  (1000 * UTIL_SECOND)
 #define NOT_IN_HEAP        SIZE_MAX
@@ -83,11 +87,24 @@ struct wq {
     wq_pool_opts pool;
     int pool_threads, pool_waiting, pool_peak;
     pthread_cond_t pool_exit_cv; /* pool_threads dropped */
-    pthread_t *reap;             /* threads that exited, to join */
-    size_t n_reap;
+    struct pool_thread *reap;    /* a thread that exited, to join (or NULL) */
+};
+
+/*
+ * A pool thread runs on a stack of our own: glibc keeps the stacks of
+ * exited threads it allocated (up to 40 MiB) with their touched pages, so
+ * after a burst the memory of a hundred workers would stay dirty for the
+ * process's life; ours is unmapped once the thread is joined.
+ */
+struct pool_thread {
+    wq *q;
+    pthread_t id;
+    void *stack; /* NULL: glibc's own */
+    size_t size;
 };
 
 static void pool_spawn_locked(wq *q);
+static void join_thread(struct pool_thread *t);
 
 /* ---- entries ------------------------------------------------------------ */
 
@@ -571,7 +588,7 @@ void wq_free(wq *q)
     }
     free(q->buckets);
     free(q->heap);
-    free(q->reap);
+    join_thread(q->reap); /* exited already (wq_pool_join) or NULL */
     pthread_cond_destroy(&q->pool_exit_cv);
     pthread_cond_destroy(&q->timer_cv);
     pthread_cond_destroy(&q->cv);
@@ -744,22 +761,22 @@ bool wq_shutting_down(wq *q)
 
 /* ---- elastic pool -------------------------------------------------------- */
 
-/* Joins threads that exited (they no longer touch the queue). */
-static void join_all(pthread_t *ids, size_t n)
+/* Joins a thread that exited (it no longer touches the queue), frees its stack. */
+static void join_thread(struct pool_thread *t)
 {
-    for (size_t i = 0; i < n; i++)
-        pthread_join(ids[i], NULL);
-    free(ids);
+    if (!t)
+        return;
+    pthread_join(t->id, NULL);
+    if (t->stack)
+        munmap(t->stack, t->size);
+    free(t);
 }
 
-/* Records the calling thread as exited; hands back the earlier ones to join. */
-static pthread_t *pool_leave_locked(wq *q, size_t *n_old)
+/* Records the calling thread as exited; hands back the earlier one to join. */
+static struct pool_thread *pool_leave_locked(wq *q, struct pool_thread *self)
 {
-    pthread_t *old = q->reap;
-    *n_old = q->n_reap;
-    q->reap = util_calloc(1, sizeof(pthread_t));
-    q->reap[0] = pthread_self();
-    q->n_reap = 1;
+    struct pool_thread *old = q->reap;
+    q->reap = self;
     q->pool_threads--;
     pthread_cond_broadcast(&q->pool_exit_cv);
     return old;
@@ -767,7 +784,8 @@ static pthread_t *pool_leave_locked(wq *q, size_t *n_old)
 
 static void *pool_main(void *arg)
 {
-    wq *q = arg;
+    struct pool_thread *self = arg;
+    wq *q = self->q;
     for (;;) {
         char *key = NULL;
         pthread_mutex_lock(&q->mu);
@@ -778,10 +796,14 @@ static void *pool_main(void *arg)
         q->pool_waiting--;
         /* A timed-out thread leaves only while others keep the minimum. */
         if (rc == -ESHUTDOWN || (rc == -ETIMEDOUT && q->pool_threads > q->pool.min_workers)) {
-            size_t n_old = 0;
-            pthread_t *old = pool_leave_locked(q, &n_old);
+            struct pool_thread *old = pool_leave_locked(q, self);
+            bool back_to_min = rc == -ETIMEDOUT && q->pool_threads == q->pool.min_workers;
             pthread_mutex_unlock(&q->mu);
-            join_all(old, n_old);
+            join_thread(old);
+            /* The burst is over: what its threads freed goes back to the
+             * kernel instead of staying in the allocator's arenas. */
+            if (back_to_min)
+                malloc_trim(0);
             return NULL;
         }
         pthread_mutex_unlock(&q->mu);
@@ -801,9 +823,31 @@ static void *pool_main(void *arg)
 
 static void pool_spawn_locked(wq *q)
 {
-    pthread_t th;
-    if (pthread_create(&th, NULL, pool_main, q) != 0)
+    struct pool_thread *t = util_calloc(1, sizeof(*t));
+    t->q = q;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    void *stack = mmap(NULL, POOL_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    long page = sysconf(_SC_PAGESIZE);
+    if (stack != MAP_FAILED) {
+        /* A guard page below, as glibc gives its own stacks. */
+        if (mprotect(stack, (size_t)(page > 0 ? page : 4096), PROT_NONE) == 0 &&
+            pthread_attr_setstack(&attr, stack, POOL_STACK) == 0) {
+            t->stack = stack;
+            t->size = POOL_STACK;
+        } else {
+            munmap(stack, POOL_STACK);
+        }
+    }
+    int rc = pthread_create(&t->id, &attr, pool_main, t);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        if (t->stack)
+            munmap(t->stack, t->size);
+        free(t);
         return; /* the threads there are carry on */
+    }
     q->pool_threads++;
     if (q->pool_threads > q->pool_peak)
         q->pool_peak = q->pool_threads;
@@ -841,13 +885,11 @@ void wq_pool_join(wq *q)
     pthread_mutex_lock(&q->mu);
     while (q->pool_threads > 0)
         pthread_cond_wait(&q->pool_exit_cv, &q->mu);
-    pthread_t *old = q->reap;
-    size_t n_old = q->n_reap;
+    struct pool_thread *old = q->reap;
     q->reap = NULL;
-    q->n_reap = 0;
     q->pool_on = false;
     pthread_mutex_unlock(&q->mu);
-    join_all(old, n_old);
+    join_thread(old);
 }
 
 void wq_pool_stats(wq *q, int *threads, int *idle, int *peak)

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "obs/obs.h"
 #include "wq/wq.h"
@@ -855,6 +856,69 @@ static void test_pool_shrinks_to_min_after_idle_exit(void **state)
     wq_free(q);
 }
 
+/* Read-write mappings of exactly a pool thread's stack (8 MiB less the
+ * guard page) in this process. */
+static int stack_mappings(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo = 0, hi = 0;
+        char perms[8] = "";
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && strcmp(perms, "rw-p") == 0 &&
+            hi - lo == (8ul << 20) - (unsigned long)sysconf(_SC_PAGESIZE))
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* glibc would keep the stacks of exited threads mapped (its stack cache);
+ * the pool's own are unmapped once their thread is joined. */
+static void test_pool_stacks_are_unmapped_after_shrinking(void **state)
+{
+    (void)state;
+    int before = stack_mappings();
+    assert_true(before >= 0);
+    wq *q = new_queue("pool", 0, 0, NULL);
+    pool_probe p;
+    probe_init(&p);
+    wq_pool_opts o = {.max_workers = 16,
+                      .min_workers = 1,
+                      .idle_exit = 50 * UTIL_MS,
+                      .sync = probe_sync,
+                      .ud = &p};
+    assert_int_equal(wq_pool_start(q, &o), 0);
+    char key[16];
+    for (int i = 0; i < 16; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        wq_add(q, key);
+    }
+    for (int i = 0; i < 2000 && probe_get(&p, &p.running) < 16; i++)
+        util_sleep(10 * UTIL_MS);
+    assert_int_equal(probe_get(&p, &p.running), 16);
+    assert_true(stack_mappings() >= before + 16);
+    probe_release(&p);
+    assert_int_equal(wait_threads(q, 1), 1);
+    /* The one running and the last one to leave (joined by the next);
+     * each leaver joins the one before it, which may still be exiting. */
+    int after = stack_mappings();
+    for (int i = 0; i < 500 && after > before + 2; i++) {
+        util_sleep(10 * UTIL_MS);
+        after = stack_mappings();
+    }
+    printf("figure: pool stacks mapped: %d before, >= %d at 16 threads, %d after shrinking\n",
+           before, before + 16, after);
+    assert_true(after <= before + 2);
+    wq_shutdown(q, false);
+    wq_pool_join(q);
+    assert_true(stack_mappings() <= before);
+    wq_free(q);
+}
+
 static void test_pool_sync_result_decides_the_next_turn(void **state)
 {
     (void)state;
@@ -899,6 +963,7 @@ int main(void)
         cmocka_unit_test(test_pool_keeps_min_workers_idle),
         cmocka_unit_test(test_pool_grows_to_max_under_a_burst_and_not_beyond),
         cmocka_unit_test(test_pool_shrinks_to_min_after_idle_exit),
+        cmocka_unit_test(test_pool_stacks_are_unmapped_after_shrinking),
         cmocka_unit_test(test_pool_sync_result_decides_the_next_turn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
