@@ -68,7 +68,15 @@ struct kube_client {
     util_duration rl_last;
 
     obs_metric *m_requests, *m_latency, *m_throttle;
+    obs_registry *metrics; /* kube_client_opts.metrics: informers count there too */
 };
+
+/* The registry of kube_client_opts.metrics (NULL: none), for informer.c. */
+obs_registry *kube_client__metrics(kube_client *c);
+obs_registry *kube_client__metrics(kube_client *c)
+{
+    return c->metrics;
+}
 
 /* Functions watch.c shares with this file (no header: only these two use them). */
 int kube_client__prepare_get(kube_client *c, CURL *h, char *errbuf, const char *path,
@@ -239,6 +247,7 @@ int kube_client_new(kube_config *cfg, const kube_client_opts *opts, kube_client 
     curl_share_setopt(c->share, CURLSHOPT_USERDATA, c);
     curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
     curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    c->metrics = o.metrics;
     if (o.metrics)
         register_metrics(c, o.metrics);
     *out = c;

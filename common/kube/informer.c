@@ -13,6 +13,11 @@
  * which turns the difference between cache and server into add, update and
  * delete calls, so every object's last handler call sees its final state.
  * Resync (optional) replays on_update(obj, obj) from its own thread.
+ *
+ * A list item or watch object that is not an object (or has no name) is
+ * skipped with one -v=2 line and counted in
+ * csi_sidecar_malformed_objects_total{resource} on the client's registry,
+ * so a misbehaving API server shows on a dashboard, not only in logs.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -28,6 +33,9 @@
 #include "kobj/kobj.h"
 
 #define MAX_INDEXES 8
+
+/* From client.c: the registry given to the client (NULL: none). */
+obs_registry *kube_client__metrics(kube_client *c);
 
 struct entry {
     char *json;
@@ -65,6 +73,7 @@ struct kube_informer {
     bool started;
     pthread_mutex_t mu; /* for waiting on sync and on stop */
     pthread_cond_t cv;
+    obs_metric *m_malformed; /* NULL without a registry */
 };
 
 /* ---- cache ------------------------------------------------------------------- */
@@ -334,12 +343,19 @@ static const char *obj_rv(json_object *obj)
  * else in a list or a watch is skipped, not trusted: json-c asserts on the
  * wrong type, and upstream's decoder rejects such an item too.
  */
+static void count_malformed(const kube_informer *inf)
+{
+    const char *const v[] = {inf->o.res->resource, NULL};
+    obs_counter_add(inf->m_malformed, v, 1);
+}
+
 static bool usable(const kube_informer *inf, const char *from, json_object *obj)
 {
     if (kobj_name(obj))
         return true;
     obs_v(2, "%s %s: skipping an item that is not an object with a metadata.name",
           inf->o.res->resource, from);
+    count_malformed(inf);
     return false;
 }
 
@@ -531,6 +547,14 @@ static int on_event(void *ud, const char *type, json_object *obj)
         set_last_rv(inf, rv);
         return 0;
     }
+    if (!change && !kobj_typed(obj, json_type_object)) {
+        /* A BOOKMARK (or a type of a later server) carries no name, but
+         * its object is still an object. */
+        obs_v(2, "%s %s: skipping an event whose object is not an object", inf->o.res->resource,
+              type);
+        count_malformed(inf);
+        return 0;
+    }
     if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0) {
         json_object *copy = NULL;
         json_object_deep_copy(obj, &copy, NULL);
@@ -661,6 +685,18 @@ int kube_informer_new(kube_client *c, const kube_informer_opts *opts, kube_infor
     pthread_cond_init(&inf->cv, NULL);
     inf->cache = lh_kchar_table_new(1024, cache_entry_free);
     inf->watch = kube_watch_new(c);
+    obs_registry *reg = kube_client__metrics(c);
+    if (reg) {
+        static const char *const labels[] = {"resource", NULL};
+        inf->m_malformed = obs_counter_new(reg, "csi_sidecar_malformed_objects_total",
+                                           "Number of list items and watch objects skipped "
+                                           "because they were not objects with a name, "
+                                           "partitioned by resource.",
+                                           labels);
+        /* The series exists from the start, at 0, for rate() and alerts. */
+        const char *const v[] = {opts->res->resource, NULL};
+        obs_counter_add(inf->m_malformed, v, 0);
+    }
     *out = inf;
     return 0;
 }

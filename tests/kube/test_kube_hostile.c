@@ -4,7 +4,8 @@
  * metadata is a string, a list whose `items` is no array, and watch events
  * whose object is an array. Before the kobj accessors json-c asserted on
  * such a value and took the whole sidecar down; now the bad item is
- * skipped (one log line at -v=2) and the good ones are cached.
+ * skipped (one log line at -v=2, one count in
+ * csi_sidecar_malformed_objects_total) and the good ones are cached.
  *
  * The caps come next: an answer far beyond 256 MiB ends the request with
  * -EMSGSIZE and a message saying so, the memory it took staying near the
@@ -199,6 +200,7 @@ static void canned_stop(canned *s)
 
 /* An informer of ConfigMaps in "default" on the canned server. */
 typedef struct run {
+    obs_registry *reg;
     kube_config *cfg;
     kube_client *kc;
     kube_informer *inf;
@@ -220,7 +222,8 @@ static void run_start(run *r, const canned *s)
     memset(r, 0, sizeof(*r));
     pthread_mutex_init(&r->mu, NULL);
     assert_int_equal(kube_config_from_file(s->kubeconfig, NULL, &r->cfg), 0);
-    kube_client_opts co = {.user_agent = "test_kube_hostile/test"};
+    r->reg = obs_registry_new();
+    kube_client_opts co = {.user_agent = "test_kube_hostile/test", .metrics = r->reg};
     assert_int_equal(kube_client_new(r->cfg, &co, &r->kc), 0);
     kube_informer_opts o = {.res = &CM, .ns = "default", .handlers = {.on_add = on_add, .ud = r}};
     assert_int_equal(kube_informer_new(r->kc, &o, &r->inf), 0);
@@ -232,7 +235,18 @@ static void run_stop(run *r)
     kube_informer_free(r->inf);
     kube_client_free(r->kc);
     kube_config_free(r->cfg);
+    obs_registry_free(r->reg);
     pthread_mutex_destroy(&r->mu);
+}
+
+/* csi_sidecar_malformed_objects_total{resource="configmaps"}. */
+static double malformed(run *r)
+{
+    static const char *const labels[] = {"resource", NULL};
+    obs_metric *m = obs_counter_new(r->reg, "csi_sidecar_malformed_objects_total", "", labels);
+    assert_non_null(m);
+    const char *const v[] = {"configmaps", NULL};
+    return obs_metric_value(m, v);
 }
 
 static bool cached(run *r, const char *name)
@@ -258,6 +272,15 @@ static const char *const hostile_list[] = {
                                                                                          "4") "]}",
 };
 
+static bool watching(void *ud)
+{
+    canned *s = ud;
+    pthread_mutex_lock(&s->mu);
+    bool w = s->watch_calls >= 1;
+    pthread_mutex_unlock(&s->mu);
+    return w;
+}
+
 static void test_list_items_of_wrong_types_are_skipped(void **state)
 {
     (void)state;
@@ -274,6 +297,10 @@ static void test_list_items_of_wrong_types_are_skipped(void **state)
     pthread_mutex_lock(&r.mu);
     assert_int_equal(r.adds, 3);
     pthread_mutex_unlock(&r.mu);
+    /* Five items that are no object, four objects without a name. */
+    assert_true(malformed(&r) == 9);
+    /* And it keeps running: the watch that follows the list is open. */
+    assert_true(th_wait_until(watching, &s, 30 * UTIL_SECOND));
     run_stop(&r);
     canned_stop(&s);
 }
@@ -335,6 +362,9 @@ static void test_watch_events_whose_object_is_no_object_are_skipped(void **state
     assert_true(th_wait_until(has_good3, &r, 60 * UTIL_SECOND));
     assert_true(cached(&r, "good1"));
     assert_int_equal(kube_informer_count(r.inf), 2);
+    /* Six change events without a named object; the BOOKMARK's object is
+     * an object (bookmarks carry no name) and is not counted. */
+    assert_true(malformed(&r) == 6);
     run_stop(&r);
     canned_stop(&s);
 }
