@@ -512,7 +512,10 @@ static int recover_entry(prov_ctrl *c, const prov_intent *in, void *ud)
 {
     const json_object *pvc = ud;
     const char *uid = kobj_uid(pvc);
-    bool alive = pvc && uid && strcmp(uid, in->uid) == 0 && !kobj_deleting(pvc);
+    bool same = pvc && uid && strcmp(uid, in->uid) == 0;
+    if (same && kobj_finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0)
+        return 0; /* an older version's claim: its finalizer's path finishes it */
+    bool alive = same && !kobj_deleting(pvc);
     const char *class = prov_pvc_class(in->claim);
     json_object *sc = class ? kube_informer_get(c->classes, NULL, class) : NULL;
     prov_intent_facts f = {.claim_alive = alive,

@@ -478,6 +478,43 @@ expect "once the driver answers, the entry is cleaned up and leaves the record" 
 check "the volume made by the repeated CreateVolume was deleted" "false 1" \
   "$(drv "$WORK/drv-a" "'$GONE_PV' in byname") $(( $(drv_calls "$WORK/drv-a" DeleteVolume) - del0 ))"
 
+# ---- claims an older version left with the in-progress finalizer --------------------------
+
+IN_PROGRESS_FIN=external-provisioner.volume.kubernetes.io/provisioning-in-progress
+# old_pvc NAME: a claim as an older version left it, carrying the in-progress finalizer
+old_pvc() {
+  cat <<EOF | K create -f - >/dev/null
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: $1
+  namespace: $NS
+  finalizers: [$IN_PROGRESS_FIN]
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: imm
+  resources:
+    requests:
+      storage: 1Gi
+EOF
+}
+old_pvc p-old
+expect "upgrade: a claim left with the in-progress finalizer is provisioned" 20 phase_is pvc p-old Bound
+expect "upgrade: ... and the finalizer is released" 10 no_pvc_fin p-old "$IN_PROGRESS_FIN"
+faults "$WORK/drv-a" '{"CreateVolume": {"fail": {"count": 1000, "code": "UNAVAILABLE", "message": "backend down"}}}'
+old_pvc p-old-gone
+OLD_GONE_PV="pvc-$(uid_of p-old-gone)"
+expect "upgrade: CreateVolume failing for a claim left with the finalizer" 20 has_event p-old-gone \
+  $'ProvisioningFailed\trpc error: code = Unavailable desc = backend down'
+K delete pvc p-old-gone --wait=false >/dev/null 2>&1
+sleep 1
+check "upgrade: deleted, it is held by the old finalizer while the outcome is unknown" "true" \
+  "$(K get pvc p-old-gone -o json 2>&1 | pyj '"deletionTimestamp" in o["metadata"]' | tr A-Z a-z)"
+faults "$WORK/drv-a" ""
+expect "upgrade: once the driver answers, the volume is undone and the claim released" 20 is_gone pvc p-old-gone
+expect "upgrade: and the driver holds no volume for it" 10 drv_lacks "$WORK/drv-a" "$OLD_GONE_PV"
+K delete pvc p-old --wait=false >/dev/null 2>&1
+
 # ---- topology -----------------------------------------------------------------------------
 
 ZONE_AFFINITY='{"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "topology.example.com/zone", "operator": "In", "values": ["z1"]}]}]}}'
