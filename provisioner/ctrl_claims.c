@@ -516,6 +516,18 @@ static int recover_entry(prov_ctrl *c, const prov_intent *in, void *ud)
     if (same && kobj_finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) >= 0)
         return 0; /* an older version's claim: its finalizer's path finishes it */
     bool alive = same && !kobj_deleting(pvc);
+    /* The record may have been edited: the volume it names must be the one
+     * the repeat would ask for, or a wrong PV check could undo a volume in
+     * use. Such an entry is dropped. */
+    char *want = NULL;
+    if (prov_volume_name(&c->cfg, in->uid, &want) < 0 || strcmp(want, in->volume) != 0) {
+        obs_warn("intent of claim %s/%s names volume %s, not %s: dropped", in->ns, in->name,
+                 in->volume, want ? want : "?");
+        free(want);
+        ctrl_intent_done(c, in->uid);
+        return 0;
+    }
+    free(want);
     const char *class = prov_pvc_class(in->claim);
     json_object *sc = class ? kube_informer_get(c->classes, NULL, class) : NULL;
     prov_intent_facts f = {.claim_alive = alive,
