@@ -439,12 +439,20 @@ static void seen_free_entry(struct lh_entry *le)
  * A full list, applied as a diff against the cache. Returns 0 and sets the
  * last resourceVersion, or a negative error.
  */
+/*
+ * Lists everything and applies it to the cache. Returns 0, a negative error
+ * (nothing applied), or 1 when items had to be skipped as malformed: the
+ * rest is applied, nothing is taken as deleted (a skipped item may be a
+ * cached object), and the caller lists again after a backoff until a whole
+ * list comes, so a corrupted answer never leaves the cache short for good.
+ */
 static int relist(kube_informer *inf)
 {
     struct lh_table *seen = lh_kchar_table_new(1024, seen_free_entry);
     char *cont = NULL;
     char *list_rv = NULL;
     int rc = 0;
+    size_t skipped = 0;
     int page = inf->o.page_size > 0 ? inf->o.page_size : 500;
     for (;;) {
         char *ec = cont ? url_escape(cont) : NULL;
@@ -474,8 +482,10 @@ static int relist(kube_informer *inf)
         cont = next && *next ? util_strdup(next) : NULL;
         for (size_t i = 0; i < kobj_len(items); i++) {
             json_object *item = kobj_at(items, i);
-            if (!usable(inf, "list", item))
+            if (!usable(inf, "list", item)) {
+                skipped++;
                 continue;
+            }
             /* Lists of built-in types omit kind and apiVersion on items. */
             if (!kobj_get(item, "kind")) {
                 kobj_set_str(item, "kind", inf->o.res->kind);
@@ -501,7 +511,7 @@ static int relist(kube_informer *inf)
             break;
     }
     free(cont);
-    if (rc == 0) {
+    if (rc == 0 && skipped == 0) {
         /* Whatever the cache holds that the server no longer has was deleted. */
         struct collect gone = {0};
         pthread_rwlock_rdlock(&inf->lock);
@@ -521,6 +531,10 @@ static int relist(kube_informer *inf)
         }
         free_strv(gone.v);
         set_last_rv(inf, list_rv);
+    }
+    if (rc == 0) {
+        /* Synced even when partial: the sidecar works with what it has
+         * while it lists again. */
         if (!atomic_load(&inf->synced)) {
             pthread_mutex_lock(&inf->mu);
             atomic_store(&inf->synced, true);
@@ -530,6 +544,11 @@ static int relist(kube_informer *inf)
     }
     free(list_rv);
     lh_table_free(seen);
+    if (rc == 0 && skipped > 0) {
+        obs_v(2, "list %s: %zu malformed item(s) skipped; listing again", inf->o.res->resource,
+              skipped);
+        rc = 1;
+    }
     return rc;
 }
 
@@ -544,8 +563,9 @@ static int on_event(void *ud, const char *type, json_object *obj)
     bool change =
         strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0 || strcmp(type, "DELETED") == 0;
     if (change && !usable(inf, type, obj)) {
-        set_last_rv(inf, rv);
-        return 0;
+        /* The watch ends without moving past this event: the relist that
+         * follows brings the object's state again. */
+        return -EBADMSG;
     }
     if (!change && !kobj_typed(obj, json_type_object)) {
         /* A BOOKMARK (or a type of a later server) carries no name, but
@@ -598,7 +618,8 @@ static void *run(void *arg)
         if (atomic_load(&inf->stop))
             break;
         if (need_list) {
-            if (relist(inf) < 0) {
+            int lrc = relist(inf);
+            if (lrc != 0) { /* failed, or partial (1): again after a backoff */
                 backoff = backoff ? backoff * 2 : 800 * UTIL_MS;
                 if (backoff > 30 * UTIL_SECOND)
                     backoff = 30 * UTIL_SECOND;

@@ -272,6 +272,12 @@ static const char *const hostile_list[] = {
                                                                                          "4") "]}",
 };
 
+static const char *const hostile_list_then_whole[] = {
+    hostile_list[0],
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"11\"},\"items\":[" GOOD(
+        "good1", "3") "," GOOD("good2", "4") "]}",
+};
+
 static bool watching(void *ud)
 {
     canned *s = ud;
@@ -285,22 +291,29 @@ static void test_list_items_of_wrong_types_are_skipped(void **state)
 {
     (void)state;
     canned s;
-    canned_start(&s, hostile_list, 1, NULL);
+    canned_start(&s, hostile_list_then_whole, 2, NULL);
     run r;
     run_start(&r, &s);
+    /* Synced on the partial list: what could be read is served. */
     assert_int_equal(kube_informer_wait_for_sync(r.inf, 30 * UTIL_SECOND), 0);
     assert_true(cached(&r, "good1"));
     assert_true(cached(&r, "good2"));
-    /* Named, though its other fields are of the wrong type: cached as is. */
-    assert_true(cached(&r, "odd"));
-    assert_int_equal(kube_informer_count(r.inf), 3);
+    /* And it keeps running: it lists again (a skipped item may be an
+     * object it would otherwise never see) and watches once a list is
+     * whole. */
+    assert_true(th_wait_until(watching, &s, 60 * UTIL_SECOND));
+    pthread_mutex_lock(&s.mu);
+    assert_int_equal(s.list_calls, 2);
+    pthread_mutex_unlock(&s.mu);
+    /* Five items that are no object, four objects without a name. */
+    assert_true(malformed(&r) == 9);
+    /* "odd" (named, other fields of the wrong type) was cached as is from
+     * the first list, and the whole list without it took it away. */
+    assert_false(cached(&r, "odd"));
+    assert_int_equal(kube_informer_count(r.inf), 2);
     pthread_mutex_lock(&r.mu);
     assert_int_equal(r.adds, 3);
     pthread_mutex_unlock(&r.mu);
-    /* Five items that are no object, four objects without a name. */
-    assert_true(malformed(&r) == 9);
-    /* And it keeps running: the watch that follows the list is open. */
-    assert_true(th_wait_until(watching, &s, 30 * UTIL_SECOND));
     run_stop(&r);
     canned_stop(&s);
 }
@@ -335,36 +348,46 @@ static const char *const one_good[] = {
         "good1", "3") "]}",
 };
 
-static const char hostile_events[] =
-    "{\"type\":\"ADDED\",\"object\":[1,2]}\n"
-    "{\"type\":\"ADDED\",\"object\":\"a string\"}\n"
-    "{\"type\":\"MODIFIED\",\"object\":42}\n"
-    "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":\"a string\"}}\n"
-    "{\"type\":\"DELETED\",\"object\":[\"good1\"]}\n"
-    "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":[\"good1\"]}}}\n"
-    "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":\"x\"}}\n"
-    "{\"type\":\"ADDED\",\"object\":" GOOD("good3", "12") "}\n";
+static const char *const one_good_then_two[] = {
+    one_good[0],
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"20\"},\"items\":[" GOOD(
+        "good1", "3") "," GOOD("good4", "19") "]}",
+};
 
-static bool has_good3(void *ud)
+/* A BOOKMARK's object carries no name but is an object: fine. A change
+ * event without a named object ends the watch, and what follows it in the
+ * stream is not applied. */
+static const char hostile_events[] = "{\"type\":\"ADDED\",\"object\":" GOOD(
+    "good3", "12") "}\n"
+                   "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":\"x\"}}\n"
+                   "{\"type\":\"MODIFIED\",\"object\":42}\n"
+                   "{\"type\":\"ADDED\",\"object\":" GOOD("late", "13") "}\n";
+
+static bool has_good4(void *ud)
 {
-    return cached(ud, "good3");
+    return cached(ud, "good4");
 }
 
-static void test_watch_events_whose_object_is_no_object_are_skipped(void **state)
+static void test_a_malformed_watch_event_ends_the_watch_and_a_relist_follows(void **state)
 {
     (void)state;
     canned s;
-    canned_start(&s, one_good, 1, hostile_events);
+    canned_start(&s, one_good_then_two, 2, hostile_events);
     run r;
     run_start(&r, &s);
     assert_int_equal(kube_informer_wait_for_sync(r.inf, 30 * UTIL_SECOND), 0);
-    /* good3 comes after every bad event of the same stream. */
-    assert_true(th_wait_until(has_good3, &r, 60 * UTIL_SECOND));
+    /* The relist after the bad event brings the server's state (good4);
+     * the event after the bad one was never applied, and good3, gone from
+     * that list, was taken as deleted. */
+    assert_true(th_wait_until(has_good4, &r, 60 * UTIL_SECOND));
     assert_true(cached(&r, "good1"));
+    assert_false(cached(&r, "late"));
+    assert_false(cached(&r, "good3"));
     assert_int_equal(kube_informer_count(r.inf), 2);
-    /* Six change events without a named object; the BOOKMARK's object is
-     * an object (bookmarks carry no name) and is not counted. */
-    assert_true(malformed(&r) == 6);
+    pthread_mutex_lock(&r.mu);
+    assert_int_equal(r.adds, 3); /* good1, good3, good4 */
+    pthread_mutex_unlock(&r.mu);
+    assert_true(malformed(&r) == 1);
     run_stop(&r);
     canned_stop(&s);
 }
@@ -485,7 +508,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_list_items_of_wrong_types_are_skipped),
         cmocka_unit_test(test_list_whose_items_is_no_array_is_a_failed_list),
-        cmocka_unit_test(test_watch_events_whose_object_is_no_object_are_skipped),
+        cmocka_unit_test(test_a_malformed_watch_event_ends_the_watch_and_a_relist_follows),
         cmocka_unit_test(test_answer_over_256_mib_fails_cleanly_and_memory_stays_near_the_cap),
         cmocka_unit_test(test_event_that_never_ends_stops_the_watch_at_16_mib),
         cmocka_unit_test(test_informer_lists_and_watches_again_after_an_endless_event),
