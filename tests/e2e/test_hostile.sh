@@ -210,10 +210,10 @@ for c in "${FINAL[@]}"; do
   pvc "$c"
   pod "$c"
 done
-expect "the node's registration is in place (annotation and CSINode entry)" 60 registered
+expect "the node's registration is in place (annotation and CSINode entry)" 45 registered
 all() { local f=$1 c; shift; for c in "$@"; do "$f" "$c" || return 1; done; }
-expect "the claims made after the lies stopped are Bound" 60 all bound "${FINAL[@]}"
-expect "their VolumeAttachments are attached" 60 all attached "${FINAL[@]}"
+expect "the claims made after the lies stopped are Bound" 45 all bound "${FINAL[@]}"
+expect "their VolumeAttachments are attached" 45 all attached "${FINAL[@]}"
 for n in "${SIDECARS[@]}"; do
   if alive "$n"; then ok "$n is still alive"; else bad "$n is still alive" "$(tail -n 30 "$WORK/$n.log")"; fi
 done
