@@ -42,8 +42,10 @@
 # finalizers) and the tail of the logs. Every process it starts is stopped
 # with SIGTERM at the end (except the provisioners it SIGKILLs on purpose);
 # sanitizer reports found in the children's logs are printed (tests/run.sh
-# counts them as failures) and fail a check here too. Takes ~15 s plain,
-# ~15-25 s with ASan; each phase is bounded by PHASE_TIMEOUT (70 s).
+# counts them as failures) and fail a check here too. Takes ~60-70 s plain,
+# ~120 s with ASan (2 cores shared with other suites; the two quiet periods
+# that let the record empty itself take ~6 s each); each phase is bounded by
+# PHASE_TIMEOUT (70 s).
 # KEEP=1 keeps the work directory (logs, state) for a look afterwards.
 set -uo pipefail
 
