@@ -155,6 +155,7 @@ static void claim_gone(void *ud, json_object *obj)
     prov_ctrl *c = ud;
     ctrl_uid_mark(c, c->released, kobj_uid(obj), false);
     ctrl_uid_mark(c, c->provisioned, kobj_uid(obj), false);
+    ctrl_uid_mark(c, c->rescheduled, kobj_uid(obj), false);
     /* A claim deleted while its volume may exist: its entry must be
      * finished or undone. */
     if (ctrl_intent_has(c, kobj_uid(obj))) {
@@ -356,6 +357,7 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
     pthread_cond_init(&c->sweep_cv, NULL);
     c->deleted = lh_kchar_table_new(64, free_key);
     c->released = lh_kchar_table_new(64, free_key_value);
+    c->rescheduled = lh_kchar_table_new(64, free_key_value);
     c->provisioned = lh_kchar_table_new(64, free_key_value);
     c->finalized = lh_kchar_table_new(64, free_key_value);
     if (opts->node.name) {
@@ -499,6 +501,7 @@ void prov_ctrl_stop(prov_ctrl *c)
     wq_free(c->volumes);
     lh_table_free(c->deleted);
     lh_table_free(c->released);
+    lh_table_free(c->rescheduled);
     lh_table_free(c->provisioned);
     lh_table_free(c->finalized);
     if (c->owning)

@@ -260,7 +260,13 @@ int ctrl_cleanup_deleted_claim(prov_ctrl *c, const json_object *pvc, const char 
     return ctrl_release_claim(c, path, pvc);
 }
 
-static int remove_selected_node(prov_ctrl *c, const char *path)
+/*
+ * Gives the node back. The cached copy that still names the node is
+ * remembered (uid -> resourceVersion): a sync that sees it before the
+ * cache catches up must not provision on that node again (no finalizer
+ * step stands in the way any more).
+ */
+static int remove_selected_node(prov_ctrl *c, const char *path, const json_object *pvc)
 {
     char patch[160];
     snprintf(patch, sizeof(patch), "{\"metadata\":{\"annotations\":{\"%s\":null}}}",
@@ -268,7 +274,30 @@ static int remove_selected_node(prov_ctrl *c, const char *path)
     kube_resp r = {0};
     int rc = kube_patch(c->o.kube, path, KUBE_PATCH_MERGE, patch, &r);
     kube_resp_clear(&r);
+    const char *uid = kobj_uid(pvc), *rv = kobj_rv(pvc);
+    if (rc == 0 && uid && rv) {
+        pthread_mutex_lock(&c->done_mu);
+        lh_table_delete(c->rescheduled, uid);
+        lh_table_insert(c->rescheduled, util_strdup(uid), util_strdup(rv));
+        pthread_mutex_unlock(&c->done_mu);
+    }
     return rc;
+}
+
+/* True when `pvc` is the copy whose node was given back (see above). */
+static bool rescheduled_stale(prov_ctrl *c, const json_object *pvc)
+{
+    const char *uid = kobj_uid(pvc), *rv = kobj_rv(pvc);
+    if (!uid || !rv)
+        return false;
+    pthread_mutex_lock(&c->done_mu);
+    void *v = NULL;
+    const char *was = lh_table_lookup_ex(c->rescheduled, uid, &v) ? v : NULL;
+    bool stale = was && strcmp(was, rv) == 0;
+    if (was && !stale)
+        lh_table_delete(c->rescheduled, uid);
+    pthread_mutex_unlock(&c->done_mu);
+    return stale;
 }
 
 static int provision(prov_ctrl *c, json_object *pvc, const char *path, const char *volname)
@@ -331,7 +360,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
             /* Release before giving the node back: in node mode another
              * node may own the claim as soon as the annotation is gone. */
             ctrl_release_claim(c, path, pvc);
-            remove_selected_node(c, path);
+            remove_selected_node(c, path, pvc);
             rc = 0;
         }
         obs_counter_add(c->provision_failed, lv, 1);
@@ -369,7 +398,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
              * as above). */
             rc = ctrl_release_claim(c, path, pvc);
             if (rc == 0)
-                rc = remove_selected_node(c, path);
+                rc = remove_selected_node(c, path, pvc);
         } else if (prov_is_infeasible(st.code)) {
             rc = SYNC_SLOW;
         }
@@ -607,6 +636,8 @@ int ctrl_sync_claim(prov_ctrl *c, const char *key)
                 ctrl_should_provision(c, pvc) && ctrl_node_selected_here(c, pvc);
     if (ours && ctrl_released_already(c, pvc))
         goto out; /* a stale copy: the update without the finalizer is on its way */
+    if (rescheduled_stale(c, pvc))
+        goto out; /* a stale copy: the update without the node is on its way */
     bool deleting = kobj_deleting(pvc);
     const char *bound = kobj_path_str(pvc, "spec.volumeName");
     if (bound && *bound) {

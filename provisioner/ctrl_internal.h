@@ -51,6 +51,9 @@ struct prov_ctrl {
     /* Volumes (by name) deleted and whose finalizer we removed: cached
      * copies still showing it are stale, not a reason for another patch. */
     struct lh_table *finalized;
+    /* Claims (uid -> resourceVersion of the copy) whose selected node we
+     * gave back: that cached copy is stale, not a reason to provision. */
+    struct lh_table *rescheduled;
     /* the snapshot orphan sweeper */
     pthread_t sweep_th;
     bool sweeping;
