@@ -260,20 +260,19 @@ static bool cached(run *r, const char *name)
     "{\"metadata\":{\"name\":\"" n "\",\"namespace\":\"default\",\"resourceVersion\":\"" rv        \
     "\"},\"data\":{\"v\":\"1\"}}"
 
-static const char *const hostile_list[] = {
-    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"10\"},\"items\":["
-    "\"a string\",42,null,true,[1,2],"
-    "{\"metadata\":\"a string\"},{\"metadata\":[1]},{\"metadata\":{\"name\":7}},"
-    "{\"metadata\":{\"namespace\":\"default\"}}," GOOD(
-        "good1",
-        "3") ","
-             "{\"metadata\":{\"name\":\"odd\",\"namespace\":\"default\",\"resourceVersion\":5,"
-             "\"managedFields\":\"x\",\"finalizers\":{\"a\":1},\"labels\":\"l\"}}," GOOD("good2",
-                                                                                         "4") "]}",
-};
+#define HOSTILE_LIST                                                                               \
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"10\"},\"items\":["            \
+    "\"a string\",42,null,true,[1,2],"                                                             \
+    "{\"metadata\":\"a string\"},{\"metadata\":[1]},{\"metadata\":{\"name\":7}},"                  \
+    "{\"metadata\":{\"namespace\":\"default\"}}," GOOD(                                            \
+        "good1",                                                                                   \
+        "3") ","                                                                                   \
+             "{\"metadata\":{\"name\":\"odd\",\"namespace\":\"default\",\"resourceVersion\":5,"    \
+             "\"managedFields\":\"x\",\"finalizers\":{\"a\":1},\"labels\":\"l\"}}," GOOD("good2",  \
+                                                                                         "4") "]}"
 
 static const char *const hostile_list_then_whole[] = {
-    hostile_list[0],
+    HOSTILE_LIST,
     "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"11\"},\"items\":[" GOOD(
         "good1", "3") "," GOOD("good2", "4") "]}",
 };
@@ -343,13 +342,14 @@ static void test_list_whose_items_is_no_array_is_a_failed_list(void **state)
     canned_stop(&s);
 }
 
-static const char *const one_good[] = {
-    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[" GOOD(
-        "good1", "3") "]}",
-};
+#define ONE_GOOD                                                                                   \
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[" GOOD(      \
+        "good1", "3") "]}"
+
+static const char *const one_good[] = {ONE_GOOD};
 
 static const char *const one_good_then_two[] = {
-    one_good[0],
+    ONE_GOOD,
     "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"20\"},\"items\":[" GOOD(
         "good1", "3") "," GOOD("good4", "19") "]}",
 };
