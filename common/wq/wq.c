@@ -870,7 +870,12 @@ int wq_pool_start(wq *q, const wq_pool_opts *opts)
     if (q->pool.idle_exit <= 0)
         q->pool.idle_exit = 30 * UTIL_SECOND;
     q->pool_on = true;
-    for (int i = 0; i < q->pool.min_workers; i++)
+    /* Keys queued before the start (a restart's backlog) get workers at
+     * once, as many as they need up to the maximum. */
+    size_t want = q->len > (size_t)q->pool.min_workers ? q->len : (size_t)q->pool.min_workers;
+    if (want > (size_t)q->pool.max_workers)
+        want = (size_t)q->pool.max_workers;
+    for (size_t i = 0; i < want; i++)
         pool_spawn_locked(q);
     /* Keys queued before the pool started wait for the first workers. */
     int rc = q->pool_threads > 0 ? 0 : -EAGAIN;

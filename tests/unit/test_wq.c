@@ -821,6 +821,36 @@ static void test_pool_grows_to_max_under_a_burst_and_not_beyond(void **state)
     wq_free(q);
 }
 
+/* A restart's backlog (keys queued before the pool starts) gets as many
+ * workers as it has keys, up to the maximum, at once. */
+static void test_pool_started_on_a_backlog_spawns_for_it(void **state)
+{
+    (void)state;
+    static const struct {
+        int queued, min, max, want;
+    } cases[] = {{0, 1, 8, 1}, {3, 1, 8, 3}, {20, 2, 8, 8}, {1, 4, 8, 4}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        wq *q = new_queue("pool", 0, 0, NULL);
+        pool_probe p;
+        probe_init(&p);
+        char key[16];
+        for (int i = 0; i < cases[c].queued; i++) {
+            snprintf(key, sizeof(key), "k%d", i);
+            wq_add(q, key);
+        }
+        wq_pool_opts o = {
+            .max_workers = cases[c].max, .min_workers = cases[c].min, .sync = probe_sync, .ud = &p};
+        assert_int_equal(wq_pool_start(q, &o), 0);
+        int threads = 0;
+        wq_pool_stats(q, &threads, NULL, NULL);
+        assert_int_equal(threads, cases[c].want);
+        probe_release(&p);
+        wq_shutdown(q, false);
+        wq_pool_join(q);
+        wq_free(q);
+    }
+}
+
 static void test_pool_shrinks_to_min_after_idle_exit(void **state)
 {
     (void)state;
@@ -962,6 +992,7 @@ int main(void)
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_pool_keeps_min_workers_idle),
         cmocka_unit_test(test_pool_grows_to_max_under_a_burst_and_not_beyond),
+        cmocka_unit_test(test_pool_started_on_a_backlog_spawns_for_it),
         cmocka_unit_test(test_pool_shrinks_to_min_after_idle_exit),
         cmocka_unit_test(test_pool_stacks_are_unmapped_after_shrinking),
         cmocka_unit_test(test_pool_sync_result_decides_the_next_turn),
