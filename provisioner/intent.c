@@ -159,17 +159,31 @@ static int read_record(struct ctrl_intents *it)
     return 0;
 }
 
-/* PUTs `text` on it->lease; 0, -EAGAIN on a conflict, or -errno. */
+/*
+ * PUTs `text` as the record, guarded by it->lease's resourceVersion; 0,
+ * -EAGAIN on a conflict, or -errno. The body is built from what the record
+ * owns, never from the object as read: a read the network or a broken
+ * server corrupted must neither be refused for ever nor be written back.
+ */
 static int put_record(struct ctrl_intents *it, const char *text)
 {
-    json_object *obj = NULL;
-    if (json_object_deep_copy(it->lease, &obj, NULL) != 0)
-        return -ENOMEM;
-    int rc = kobj_set_annotation(obj, PROV_INTENT_ANNOTATION, text);
-    if (rc < 0) {
-        json_object_put(obj);
-        return util_err_set(rc, "intent record %s/%s: metadata is malformed", it->ns, it->name);
-    }
+    const char *rv = kobj_rv(it->lease);
+    if (!rv || !*rv)
+        return util_err_set(-EPROTO, "intent record %s/%s: read without a resourceVersion", it->ns,
+                            it->name);
+    json_object *obj = json_object_new_object();
+    json_object_object_add(obj, "apiVersion", json_object_new_string("coordination.k8s.io/v1"));
+    json_object_object_add(obj, "kind", json_object_new_string("Lease"));
+    json_object *md = json_object_new_object();
+    json_object_object_add(md, "name", json_object_new_string(it->name));
+    json_object_object_add(md, "namespace", json_object_new_string(it->ns));
+    json_object_object_add(md, "resourceVersion", json_object_new_string(rv));
+    json_object *ann = json_object_new_object();
+    json_object_object_add(ann, PROV_INTENT_ANNOTATION, json_object_new_string(text));
+    json_object_object_add(md, "annotations", ann);
+    json_object_object_add(obj, "metadata", md);
+    json_object_object_add(obj, "spec", json_object_new_object());
+    int rc;
     kube_resp r = {0};
     rc = kube_update(it->kube, it->path, obj, &r);
     json_object_put(obj);
@@ -219,6 +233,12 @@ static int flush_locked(struct ctrl_intents *it)
         pthread_mutex_unlock(&it->mu);
         rc = put_record(it, text);
         pthread_mutex_lock(&it->mu);
+        if (rc < 0 && rc != -EAGAIN) {
+            /* Whatever went wrong, the next flush starts from a fresh read
+             * rather than repeat a write built on this one. */
+            json_object_put(it->lease);
+            it->lease = NULL;
+        }
         if (rc != -EAGAIN)
             break;
         json_object_put(it->lease);
