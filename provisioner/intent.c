@@ -56,29 +56,6 @@ struct ctrl_intents {
     long crash_seen;
 };
 
-/* Upstream's namespace order for the Lease lock: the flag, $POD_NAMESPACE,
- * the service account's namespace, "default". */
-static char *record_namespace(const char *flag)
-{
-    if (flag && *flag)
-        return util_strdup(flag);
-    const char *env = getenv("POD_NAMESPACE");
-    if (env && *env)
-        return util_strdup(env);
-    FILE *f = fopen("/var/run/secrets/kubernetes.io/serviceaccount/namespace", "r");
-    if (f) {
-        char buf[256] = "";
-        char *got = fgets(buf, sizeof(buf), f);
-        fclose(f);
-        if (got) {
-            buf[strcspn(buf, "\r\n")] = '\0';
-            if (*buf)
-                return util_strdup(buf);
-        }
-    }
-    return util_strdup("default");
-}
-
 /* The entries of a record this process did not know: their claims are
  * synced, which finishes or undoes each (ctrl_sync_claim). */
 static void enqueue_recovery(void *ud, const prov_intent *in)
@@ -289,7 +266,7 @@ int ctrl_intents_start(prov_ctrl *c)
     struct ctrl_intents *it = util_calloc(1, sizeof(*it));
     it->c = c;
     it->kube = c->o.kube;
-    it->ns = record_namespace(c->o.intent_namespace);
+    it->ns = kube_leader_namespace(c->o.intent_namespace);
     it->name = prov_intent_record_name(c->cfg.driver_name, c->o.node.name);
     it->path = kube_path(&KUBE_LEASE, it->ns, it->name, NULL);
     size_t max = (size_t)(c->o.workers > 0 ? c->o.workers : 1) * 4;

@@ -276,6 +276,10 @@ typedef struct kube_leader_opts {
 char *kube_leader_lease_name(const char *lock_name);
 
 /* Runs the election on its own thread (with its own client `c`). */
+/* The namespace of the lease (and of anything a sidecar keeps beside it):
+ * `flag` when set, else $POD_NAMESPACE, else the service account's
+ * namespace file, else "default". Free it. */
+char *kube_leader_namespace(const char *flag);
 int kube_leader_start(kube_client *c, const kube_leader_opts *opts, kube_leader **out);
 bool kube_leader_is_leader(kube_leader *l);
 /* Healthy unless the lease was not renewed for lease_duration + `slack` (upstream: 20 s). */

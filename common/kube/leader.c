@@ -273,8 +273,10 @@ static void *run(void *arg)
     return NULL;
 }
 
-static char *default_namespace(void)
+char *kube_leader_namespace(const char *flag)
 {
+    if (flag && *flag)
+        return util_strdup(flag);
     const char *env = getenv("POD_NAMESPACE");
     if (env && *env)
         return util_strdup(env);
@@ -312,7 +314,7 @@ int kube_leader_start(kube_client *c, const kube_leader_opts *opts, kube_leader 
                                      "--leader-election-renew-deadline");
     }
     l->name = kube_leader_lease_name(opts->lock_name);
-    l->ns = opts->ns && *opts->ns ? util_strdup(opts->ns) : default_namespace();
+    l->ns = kube_leader_namespace(opts->ns);
     if (opts->identity && *opts->identity) {
         l->identity = util_strdup(opts->identity);
     } else {
