@@ -412,10 +412,9 @@ void kube_client__free_headers(struct curl_slist *headers)
 
 /* ---- rate limiting ----------------------------------------------------------------- */
 
-/* Reserves one token; returns how long to wait for it. */
-static util_duration reserve(kube_client *c)
+/* Adds the tokens earned since the last look, up to the burst (rl_mu held). */
+static void refill_locked(kube_client *c)
 {
-    pthread_mutex_lock(&c->rl_mu);
     util_duration now = util_now_mono();
     if (now > c->rl_last) {
         c->tokens += (double)(now - c->rl_last) * c->qps / (double)UTIL_SECOND;
@@ -423,6 +422,13 @@ static util_duration reserve(kube_client *c)
             c->tokens = c->burst;
         c->rl_last = now;
     }
+}
+
+/* Reserves one token; returns how long to wait for it. */
+static util_duration reserve(kube_client *c)
+{
+    pthread_mutex_lock(&c->rl_mu);
+    refill_locked(c);
     c->tokens -= 1;
     util_duration wait =
         c->tokens < 0 ? (util_duration)(-c->tokens / c->qps * (double)UTIL_SECOND) : 0;
@@ -438,13 +444,7 @@ static util_duration reserve(kube_client *c)
 static util_duration take_spare(kube_client *c)
 {
     pthread_mutex_lock(&c->rl_mu);
-    util_duration now = util_now_mono();
-    if (now > c->rl_last) {
-        c->tokens += (double)(now - c->rl_last) * c->qps / (double)UTIL_SECOND;
-        if (c->tokens > c->burst)
-            c->tokens = c->burst;
-        c->rl_last = now;
-    }
+    refill_locked(c);
     double need = c->burst > 1 ? 2 : 1;
     util_duration wait = 0;
     if (c->tokens >= need)
