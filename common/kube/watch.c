@@ -256,6 +256,11 @@ static void stream_begin(kube_watch *w, const char *path, kube_watch_fn fn, void
     w->tok = json_tokener_new_ex(JSON_DEPTH);
     if (!w->tok)
         abort();
+    /* Strict JSON, as the API server writes it: json-c's default accepts
+     * comments and eats one past the end of an event, so garbage after an
+     * event would lose it or not depending on where the stream was cut.
+     * Several events per chunk stay allowed. */
+    json_tokener_set_flags(w->tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS);
     w->fn = fn;
     w->ud = ud;
     w->path = path;
