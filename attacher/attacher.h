@@ -171,6 +171,11 @@ void att_time_format(time_t t, char *buf, size_t len);
 /* Merge patches for the status subresource (caller frees). */
 char *att_status_attached(const Csi__V1__ControllerPublishVolumeResponse *resp);
 char *att_status_attached_plain(void); /* the trivial handler: attached=true only */
+/* Does the VA's status say already what a publish answering `resp` would
+ * write (attached, no attachError, the same metadata)? Then a re-sync
+ * (reconcile, resync) writes nothing. */
+bool att_status_is_current(const json_object *va,
+                           const Csi__V1__ControllerPublishVolumeResponse *resp);
 /* `code` > 0 (a gRPC code) is stored as errorCode, as upstream does with
  * its default-on gate MutableCSINodeAllocatableCount; 0: none (an error
  * before the driver was asked). */

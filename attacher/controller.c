@@ -436,7 +436,12 @@ static int attach(att_ctrl *c, const json_object *va)
         free(msg);
         return rc;
     }
-    /* 3: the status. */
+    /* 3: the status, unless it says so already (a forced or repeated sync). */
+    if (att_status_is_current(va, resp)) {
+        csi__v1__controller_publish_volume_response__free_unpacked(resp, NULL);
+        obs_v(4, "VolumeAttachment %s: status already current", name);
+        return 0;
+    }
     rc = patch_status(c, name, att_status_attached(resp));
     csi__v1__controller_publish_volume_response__free_unpacked(resp, NULL);
     if (rc < 0)

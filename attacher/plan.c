@@ -562,6 +562,29 @@ char *att_status_attached(const Csi__V1__ControllerPublishVolumeResponse *resp)
     return status_patch(st);
 }
 
+bool att_status_is_current(const json_object *va,
+                           const Csi__V1__ControllerPublishVolumeResponse *resp)
+{
+    const json_object *st = kobj_obj(va, "status");
+    if (!kobj_bool(st, "attached", false))
+        return false;
+    if (kobj_get(st, "attachError"))
+        return false;
+    const json_object *md = kobj_obj(st, "attachmentMetadata");
+    size_t want = resp ? resp->n_publish_context : 0;
+    size_t have = md ? (size_t)json_object_object_length(md) : 0;
+    if (have != want)
+        return false;
+    for (size_t i = 0; i < want; i++) {
+        const Csi__V1__ControllerPublishVolumeResponse__PublishContextEntry *e =
+            resp->publish_context[i];
+        const char *v = e && e->key ? kobj_str(md, e->key) : NULL;
+        if (!v || strcmp(v, e->value ? e->value : "") != 0)
+            return false;
+    }
+    return true;
+}
+
 char *att_status_attached_plain(void)
 {
     json_object *st = json_object_new_object();

@@ -500,18 +500,16 @@ set_faults '{"CreateVolume": {"delay_ms": 3000}}'
 kill -KILL "$PROV_PID" 2>/dev/null
 wait "$PROV_PID" 2>/dev/null
 create_kills0=$(self_kills create)
-CRASH_NEXT=create:1
-started0=$(grep -c 'provisioner started' "$WORK/prov.log")
-start_prov
-NO_KILLS=1
-# Its workers run before the late claims come (all must be in flight at once).
-for _ in $(seq 1 300); do
-  [ "$(grep -c 'provisioner started' "$WORK/prov.log")" -gt "$started0" ] && break
-  sleep 0.1
-done
+# The late claims exist before the provisioner starts: its first list hands
+# it all of them at once, so every CreateVolume is in flight before the
+# first answers (created one by one under a watch, a loaded machine could
+# spread them over more than those 3 s).
 claims "$WORK/late.yaml" late "$LATE"
 applied=$(K apply -f "$WORK/late.yaml" 2>&1 | grep -c ' created$')
 check "$LATE late claims created" "$LATE" "$applied"
+CRASH_NEXT=create:1
+start_prov
+NO_KILLS=1
 api /api/v1/namespaces/default/persistentvolumeclaims |
   jq -r '.items[] | select(.metadata.name | startswith("late-")) | "pvc-" + .metadata.uid' |
   sort >"$WORK/late.volnames"

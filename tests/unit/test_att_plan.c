@@ -569,6 +569,52 @@ static void test_status_patches(void **state)
     free(p);
 }
 
+static void test_status_is_current(void **state)
+{
+    (void)state;
+    Csi__V1__ControllerPublishVolumeResponse r = CSI__V1__CONTROLLER_PUBLISH_VOLUME_RESPONSE__INIT;
+    Csi__V1__ControllerPublishVolumeResponse__PublishContextEntry e =
+        CSI__V1__CONTROLLER_PUBLISH_VOLUME_RESPONSE__PUBLISH_CONTEXT_ENTRY__INIT;
+    e.key = "devicePath";
+    e.value = "/dev/x";
+    Csi__V1__ControllerPublishVolumeResponse__PublishContextEntry *ep = &e;
+    r.n_publish_context = 1;
+    r.publish_context = &ep;
+    static const struct {
+        const char *row, *va;
+        bool with_context, want;
+    } rows[] = {
+        {"no status", "{}", false, false},
+        {"not attached", "{`status`:{`attached`:false}}", false, false},
+        {"attached is a string", "{`status`:{`attached`:`true`}}", false, false},
+        {"attached, no context either side", "{`status`:{`attached`:true}}", false, true},
+        {"attached, null metadata, no context",
+         "{`status`:{`attached`:true,`attachmentMetadata`:null}}", false, true},
+        {"attached with an old error", "{`status`:{`attached`:true,`attachError`:{`message`:`x`}}}",
+         false, false},
+        {"attached, null error", "{`status`:{`attached`:true,`attachError`:null}}", false, true},
+        {"same metadata",
+         "{`status`:{`attached`:true,`attachmentMetadata`:{`devicePath`:`/dev/x`}}}", true, true},
+        {"other value", "{`status`:{`attached`:true,`attachmentMetadata`:{`devicePath`:`/dev/y`}}}",
+         true, false},
+        {"value of another type",
+         "{`status`:{`attached`:true,`attachmentMetadata`:{`devicePath`:7}}}", true, false},
+        {"extra key",
+         "{`status`:{`attached`:true,`attachmentMetadata`:{`devicePath`:`/dev/x`,`a`:`b`}}}", true,
+         false},
+        {"metadata missing", "{`status`:{`attached`:true}}", true, false},
+        {"metadata left over, none now",
+         "{`status`:{`attached`:true,`attachmentMetadata`:{`devicePath`:`/dev/x`}}}", false, false},
+        {"status of another type", "{`status`:[1]}", false, false},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        json_object *va = J(rows[i].va);
+        bool got = att_status_is_current(va, rows[i].with_context ? &r : NULL);
+        expect_int(rows[i].row, "current", got, rows[i].want);
+        json_object_put(va);
+    }
+}
+
 static void test_va_metadata_patch(void **state)
 {
     (void)state;
@@ -673,6 +719,7 @@ int main(void)
         cmocka_unit_test(test_unpublish_request_and_secrets),
         cmocka_unit_test(test_message_fits_the_api_limit),
         cmocka_unit_test(test_status_patches),
+        cmocka_unit_test(test_status_is_current),
         cmocka_unit_test(test_va_metadata_patch),
         cmocka_unit_test(test_reconcile_and_resource_versions),
         cmocka_unit_test(test_capabilities_choose_the_handler),
