@@ -7,6 +7,10 @@
  * Event's count and lastTimestamp instead of creating another (a 404 on that
  * patch creates it afresh); each object may produce a burst of 25 events,
  * then one per 5 minutes; a full queue drops events (counted, logged at -v=2).
+ * Both memories (which Event to patch, each object's burst) hold the last
+ * 4,096 keys, as client-go's LRU caches do, in two fixed tables of hashes
+ * allocated once: a burst of events for thousands of objects leaves no
+ * small allocations behind to pin the allocator's pages.
  * Events are written at background priority: under a client-side rate
  * limit they use only spare tokens, so at a low qps they wait (and, past
  * the queue's size, are dropped) instead of delaying the writes that bind
@@ -21,8 +25,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <json-c/linkhash.h>
-
 #include "kube/kube.h"
 #include "kobj/kobj.h"
 
@@ -30,6 +32,8 @@
 #define BURST       25
 #define REFILL      (300 * UTIL_SECOND)
 #define MESSAGE_MAX 1024
+#define CACHE_WAYS  4
+#define CACHE_SETS  1024 /* x CACHE_WAYS: client-go's 4,096 entries */
 
 struct pending {
     json_object *involved; /* involvedObject */
@@ -39,14 +43,22 @@ struct pending {
     struct pending *next;
 };
 
-struct seen {
-    char *name; /* the Event object's name */
-    int count;
+/*
+ * One entry of a set-associative cache keyed by a 64-bit hash; the least
+ * recently used entry of a full set makes room. `i` and `d` are the
+ * payload: for an Event, its name's timestamp suffix and its count; for an
+ * object's burst, the time of the last refill and the tokens left.
+ */
+struct slot {
+    uint64_t key;
+    uint64_t used; /* 0: empty */
+    int64_t i;
+    double d;
 };
 
-struct bucket {
-    double tokens;
-    util_duration last;
+struct cache {
+    struct slot *slots; /* CACHE_SETS * CACHE_WAYS */
+    uint64_t clock;
 };
 
 struct kube_recorder {
@@ -62,23 +74,55 @@ struct kube_recorder {
     bool draining;
     util_duration drain_until;
     atomic_ulong dropped;
-    struct lh_table *seen;    /* aggregation key -> struct seen* (writer thread only) */
-    struct lh_table *buckets; /* object key -> struct bucket* (under mu) */
+    struct cache seen;    /* (object, type, reason, message) -> Event (writer thread only) */
+    struct cache buckets; /* object -> its burst (under mu) */
 };
 
-static void free_seen(struct lh_entry *e)
+/* The entry for `key`, or NULL. */
+static struct slot *cache_find(struct cache *c, uint64_t key)
 {
-    struct seen *s = (struct seen *)lh_entry_v(e);
-    free(lh_entry_k(e));
-    if (s)
-        free(s->name);
-    free(s);
+    key |= 1; /* never 0, so an empty slot never matches */
+    struct slot *set = &c->slots[(key >> 1) % CACHE_SETS * CACHE_WAYS];
+    for (int w = 0; w < CACHE_WAYS; w++)
+        if (set[w].used && set[w].key == key) {
+            set[w].used = ++c->clock;
+            return &set[w];
+        }
+    return NULL;
 }
 
-static void free_bucket(struct lh_entry *e)
+/* A fresh entry for `key` (zeroed payload), in place of the set's least
+ * recently used one when the set is full. */
+static struct slot *cache_add(struct cache *c, uint64_t key)
 {
-    free(lh_entry_k(e));
-    free((void *)lh_entry_v(e));
+    key |= 1;
+    struct slot *set = &c->slots[(key >> 1) % CACHE_SETS * CACHE_WAYS];
+    struct slot *victim = &set[0];
+    for (int w = 0; w < CACHE_WAYS; w++)
+        if (set[w].used < victim->used)
+            victim = &set[w];
+    *victim = (struct slot){.key = key, .used = ++c->clock};
+    return victim;
+}
+
+static void cache_drop(struct slot *s)
+{
+    *s = (struct slot){0};
+}
+
+static uint64_t event_key(const struct pending *p, const char *iname, const char *iuid)
+{
+    const char *parts[] = {p->ns, iname, iuid, p->type, p->reason, p->message};
+    uint64_t h = UTIL_HASH_INIT;
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+        h = util_hash_byte(util_hash_str(h, parts[i]), 0xff);
+    return h;
+}
+
+/* The Event's name: the object's name and the creation time in hex nanoseconds. */
+static char *event_name(const char *iname, int64_t nanos)
+{
+    return util_asprintf("%s.%llx", iname ? iname : "object", (unsigned long long)nanos);
 }
 
 static void pending_free(struct pending *p)
@@ -104,15 +148,15 @@ static void write_event(kube_recorder *r, struct pending *p)
 {
     const char *iname = kobj_str(p->involved, "name");
     const char *iuid = kobj_str(p->involved, "uid");
-    char *akey = util_asprintf("%s|%s|%s|%s|%s|%s", p->ns, iname ? iname : "", iuid ? iuid : "",
-                               p->type, p->reason, p->message);
-    struct seen *s = NULL;
+    uint64_t akey = event_key(p, iname, iuid);
     kube_resp resp = {0};
-    if (lh_table_lookup_ex(r->seen, akey, (void **)&s)) {
-        s->count++;
-        char *path = kube_path(&KUBE_EVENT, p->ns, s->name, NULL);
+    struct slot *s = cache_find(&r->seen, akey);
+    if (s) {
+        s->d += 1;
+        char *ename = event_name(iname, s->i);
+        char *path = kube_path(&KUBE_EVENT, p->ns, ename, NULL);
         json_object *patch = json_object_new_object();
-        json_object_object_add(patch, "count", json_object_new_int(s->count));
+        json_object_object_add(patch, "count", json_object_new_int((int)s->d));
         json_object_object_add(patch, "lastTimestamp", json_object_new_string(p->when));
         json_object_object_add(patch, "message", json_object_new_string(p->message));
         int rc =
@@ -122,20 +166,18 @@ static void write_event(kube_recorder *r, struct pending *p)
         json_object_put(patch);
         free(path);
         bool gone = rc < 0 && kube_is_not_found(&resp);
+        if (!gone && rc < 0)
+            obs_v(2, "event %s/%s: %s", p->ns, ename, resp.message);
         kube_resp_clear(&resp);
-        if (!gone) {
-            if (rc < 0)
-                obs_v(2, "event %s/%s: %s", p->ns, s->name, resp.message);
-            free(akey);
+        free(ename);
+        if (!gone)
             return;
-        }
-        lh_table_delete(r->seen, akey);
+        cache_drop(s);
     }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    char *name = util_asprintf("%s.%llx", iname ? iname : "object",
-                               (unsigned long long)ts.tv_sec * 1000000000ull +
-                                   (unsigned long long)ts.tv_nsec);
+    int64_t nanos = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    char *name = event_name(iname, nanos);
     json_object *ev = json_object_new_object();
     json_object_object_add(ev, "apiVersion", json_object_new_string("v1"));
     json_object_object_add(ev, "kind", json_object_new_string("Event"));
@@ -163,18 +205,14 @@ static void write_event(kube_recorder *r, struct pending *p)
     free(coll);
     json_object_put(ev);
     if (rc == 0) {
-        s = util_calloc(1, sizeof(*s));
-        s->name = name;
-        s->count = 1;
-        lh_table_insert(r->seen, akey, s);
-        akey = NULL;
-        name = NULL;
+        s = cache_add(&r->seen, akey);
+        s->i = nanos;
+        s->d = 1;
     } else {
         obs_v(2, "event on %s: %s", iname ? iname : "?", resp.message);
     }
     kube_resp_clear(&resp);
     free(name);
-    free(akey);
 }
 
 static void *run(void *arg)
@@ -214,31 +252,30 @@ kube_recorder *kube_recorder_new(kube_client *c, const char *component, const ch
     r->host = host ? util_strdup(host) : NULL;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
-    r->seen = lh_kchar_table_new(256, free_seen);
-    r->buckets = lh_kchar_table_new(256, free_bucket);
+    r->seen.slots = util_calloc(CACHE_SETS * CACHE_WAYS, sizeof(struct slot));
+    r->buckets.slots = util_calloc(CACHE_SETS * CACHE_WAYS, sizeof(struct slot));
     if (pthread_create(&r->th, NULL, run, r) != 0)
         abort();
     return r;
 }
 
 /* Per-object spam filter: BURST events, then one per REFILL. Under mu. */
-static bool allow(kube_recorder *r, const char *okey)
+static bool allow(kube_recorder *r, uint64_t okey)
 {
-    struct bucket *b = NULL;
     util_duration now = util_now_mono();
-    if (!lh_table_lookup_ex(r->buckets, okey, (void **)&b)) {
-        b = util_calloc(1, sizeof(*b));
-        b->tokens = BURST;
-        b->last = now;
-        lh_table_insert(r->buckets, util_strdup(okey), b);
+    struct slot *b = cache_find(&r->buckets, okey);
+    if (!b) {
+        b = cache_add(&r->buckets, okey);
+        b->d = BURST;
+        b->i = now;
     }
-    b->tokens += (double)(now - b->last) / (double)REFILL;
-    if (b->tokens > BURST)
-        b->tokens = BURST;
-    b->last = now;
-    if (b->tokens < 1)
+    b->d += (double)(now - b->i) / (double)REFILL;
+    if (b->d > BURST)
+        b->d = BURST;
+    b->i = now;
+    if (b->d < 1)
         return false;
-    b->tokens -= 1;
+    b->d -= 1;
     return true;
 }
 
@@ -278,8 +315,8 @@ void kube_event(kube_recorder *r, const json_object *obj, const char *type, cons
     p->reason = util_strdup(reason);
     p->message = util_strdup(msg);
     now_rfc3339(p->when, sizeof(p->when));
-    char *okey =
-        util_asprintf("%s/%s", p->ns, kobj_str(meta, "name") ? kobj_str(meta, "name") : "");
+    uint64_t okey = util_hash_str(util_hash_byte(util_hash_str(UTIL_HASH_INIT, p->ns), 0xff),
+                                  kobj_str(meta, "name"));
 
     pthread_mutex_lock(&r->mu);
     bool ok = !r->stop && r->len < QUEUE_MAX && allow(r, okey);
@@ -293,7 +330,6 @@ void kube_event(kube_recorder *r, const json_object *obj, const char *type, cons
         pthread_cond_signal(&r->cv);
     }
     pthread_mutex_unlock(&r->mu);
-    free(okey);
     if (!ok) {
         atomic_fetch_add(&r->dropped, 1);
         obs_v(2, "event dropped (%s %s): queue full or object over its rate", type, reason);
@@ -317,8 +353,8 @@ void kube_recorder_free(kube_recorder *r, util_duration timeout)
         pending_free(r->head);
         r->head = n;
     }
-    lh_table_free(r->seen);
-    lh_table_free(r->buckets);
+    free(r->seen.slots);
+    free(r->buckets.slots);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r->component);

@@ -411,12 +411,9 @@ static const char *value_at(const char *const *values, size_t i)
 
 static uint64_t hash_values(const obs_metric *m, const char *const *values)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t i = 0; i < m->n_labels; i++) {
-        for (const unsigned char *s = (const unsigned char *)value_at(values, i); *s; s++)
-            h = (h ^ *s) * 1099511628211ULL;
-        h = (h ^ 0xffU) * 1099511628211ULL; /* separator: ("a","bc") != ("ab","c") */
-    }
+    uint64_t h = UTIL_HASH_INIT;
+    for (size_t i = 0; i < m->n_labels; i++)
+        h = util_hash_byte(util_hash_str(h, value_at(values, i)), 0xff);
     return h;
 }
 

@@ -136,4 +136,12 @@ char *util_asprintf(const char *fmt, ...) UTIL_ATTR_PRINTF(1, 2);
 void *util_calloc(size_t n, size_t size);
 bool util_has_prefix(const char *s, const char *prefix);
 
+/* 64-bit FNV-1a, for hash tables (not for anything an attacker must not
+ * collide): start from UTIL_HASH_INIT and feed a string (NULL as "") or
+ * bytes; a separator byte between fields keeps ("a","bc") apart from
+ * ("ab","c"). */
+#define UTIL_HASH_INIT 14695981039346656037ULL
+uint64_t util_hash_str(uint64_t h, const char *s);
+uint64_t util_hash_byte(uint64_t h, unsigned char b);
+
 #endif

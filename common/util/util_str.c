@@ -66,3 +66,15 @@ bool util_has_prefix(const char *s, const char *prefix)
         return false;
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
+
+uint64_t util_hash_byte(uint64_t h, unsigned char b)
+{
+    return (h ^ b) * 1099511628211ULL;
+}
+
+uint64_t util_hash_str(uint64_t h, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++)
+        h = util_hash_byte(h, *p);
+    return h;
+}

@@ -110,13 +110,7 @@ static void join_thread(struct pool_thread *t);
 
 static uint64_t hash_key(const char *s)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-
-    for (; *s != '\0'; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ULL;
-    }
-    return h;
+    return util_hash_str(UTIL_HASH_INIT, s);
 }
 
 static entry *lookup(const wq *q, const char *key)

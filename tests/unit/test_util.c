@@ -1381,6 +1381,27 @@ static void test_has_prefix_matches_leading_bytes(void **state)
     }
 }
 
+static void test_hash_is_fnv1a_64(void **state)
+{
+    (void)state;
+    /* Published FNV-1a 64-bit test vectors. */
+    static const struct {
+        const char *in;
+        uint64_t want;
+    } rows[] = {
+        {"", 0xcbf29ce484222325ULL},
+        {"a", 0xaf63dc4c8601ec8cULL},
+        {"foobar", 0x85944171f73967e8ULL},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        assert_true(util_hash_str(UTIL_HASH_INIT, rows[i].in) == rows[i].want);
+    assert_true(util_hash_str(UTIL_HASH_INIT, NULL) == UTIL_HASH_INIT);
+    /* Fields apart from their separator: ("a","bc") differs from ("ab","c"). */
+    uint64_t x = util_hash_str(util_hash_byte(util_hash_str(UTIL_HASH_INIT, "a"), 0xff), "bc");
+    uint64_t y = util_hash_str(util_hash_byte(util_hash_str(UTIL_HASH_INIT, "ab"), 0xff), "c");
+    assert_true(x != y);
+}
+
 static void test_str_helpers_allocate_owned_copies(void **state)
 {
     (void)state;
@@ -1437,6 +1458,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_err_is_per_thread),
         cmocka_unit_test(test_has_prefix_matches_leading_bytes),
         cmocka_unit_test(test_str_helpers_allocate_owned_copies),
+        cmocka_unit_test(test_hash_is_fnv1a_64),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
