@@ -367,6 +367,26 @@ static long proc_kib(int pid, const char *field)
     return kib;
 }
 
+/* CPU time (user + system) the process has used so far, in ms; -1 if unreadable. */
+static double proc_cpu_ms(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* Fields after the command name, which may hold spaces: state is 3rd,
+     * utime the 14th and stime the 15th field. */
+    const char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* ---- watches ------------------------------------------------------------------------------- */
 
 /* What the watchers saw of claim i (times: now_ns(), 0 = not yet). */
@@ -778,6 +798,7 @@ static int cmd_run(void)
     /* ---- provisioning ---- */
     struct metrics m0, m1;
     metrics_get(&c, &m0);
+    double cpu0 = proc_cpu_ms(cfg.prov_pid);
     int64_t t0 = now_ns();
     int failed = 0;
     double create_s = run_parallel(OP_CREATE_CLAIM, n, &failed);
@@ -798,6 +819,7 @@ static int cmd_run(void)
      * change, and belongs to this phase. */
     settle(&c, 6500, 120, &m1);
     double window = (double)(now_ns() - t0) / NS_PER_S;
+    double cpu1 = proc_cpu_ms(cfg.prov_pid);
     long rss = proc_kib(cfg.prov_pid, "VmRSS"), hwm = proc_kib(cfg.prov_pid, "VmHWM");
     long anon = proc_kib(cfg.prov_pid, "RssAnon"), file = proc_kib(cfg.prov_pid, "RssFile");
 
@@ -860,6 +882,9 @@ static int cmd_run(void)
         u.writes / per, (u.writes - u.event_writes) / per, u.lease_writes / per,
         u.event_writes / per, u.reads / per, u.writes, u.reads, window, n);
     printf("    per volume by verb: %s\n", u.detail);
+    printf("  provisioner CPU: %.3f ms per provisioned volume (%.0f ms user+system over the "
+           "phase)\n",
+           (cpu1 - cpu0) / per, cpu1 - cpu0);
     printf("  provisioner memory with %d claims + %d PVs: VmRSS %.1f MiB when all were %s, "
            "%.1f MiB settled (RssAnon %.1f MiB, RssFile %.1f MiB); peak VmHWM %.1f MiB (target "
            "<= 10 MB with 1,000 PVCs)\n",
@@ -897,6 +922,7 @@ static int cmd_run(void)
     while ((vols = driver_volumes()) != 0 && now_ns() < deadline)
         sleep_ms(20);
     settle(&c, 1500, 120, &m3);
+    double cpu3 = proc_cpu_ms(cfg.prov_pid);
     int64_t dlast = 0;
     int nd = 0;
     pthread_mutex_lock(&w.mu);
@@ -917,6 +943,9 @@ static int cmd_run(void)
            u.writes / (nd ? nd : 1), (u.writes - u.event_writes) / (nd ? nd : 1),
            u.event_writes / (nd ? nd : 1), u.reads / (nd ? nd : 1), n);
     printf("    per volume by verb: %s\n", u.detail);
+    printf("  provisioner CPU: %.3f ms per deleted volume; %.3f ms per provisioned + deleted "
+           "volume (target <= 0.4 ms with a high budget)\n",
+           (cpu3 - cpu1) / (nd ? nd : 1), (cpu3 - cpu0) / (nd ? nd : 1));
     printf("  driver volumes left: %d\n", vols);
     if (vols != 0) {
         fprintf(stderr, "bench_provision: the driver still holds %d volumes\n", vols);
