@@ -338,6 +338,14 @@ static int volume_work(void *ud, const char *key)
     return ctrl_sync_volume(ud, key);
 }
 
+/* A burst is over: connections opened for it are closed (two stay for the
+ * next requests), so their buffers do not pin the allocator's pages. */
+static void ctrl_quiet(void *ud)
+{
+    prov_ctrl *c = ud;
+    kube_client_trim(c->o.kube, 2);
+}
+
 static int informer(prov_ctrl *c, const kube_resource *res, void (*slim)(void *, json_object *),
                     bool (*keep)(void *, const json_object *), kube_handlers h, kube_informer **out)
 {
@@ -440,7 +448,8 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
                        .idle_exit = WORKER_IDLE_EXIT,
                        .slow_delay = opts->retry_max,
                        .sync = claim_work,
-                       .ud = c};
+                       .ud = c,
+                       .quiet = ctrl_quiet};
     rc = wq_pool_start(c->claims, &po);
     if (rc == 0) {
         c->claims_pool = true;

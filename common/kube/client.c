@@ -342,6 +342,29 @@ static struct handle *handle_get(kube_client *c)
     return hd;
 }
 
+void kube_client_trim(kube_client *c, size_t keep)
+{
+    if (!c)
+        return;
+    struct handle *drop[POOL_MAX];
+    size_t n = 0;
+    pthread_mutex_lock(&c->pool_mu);
+    /* The pool is a stack: its bottom holds the longest unused handles. */
+    if (c->n_pool > keep) {
+        n = c->n_pool - keep;
+        memcpy(drop, c->pool, n * sizeof(drop[0]));
+        memmove(c->pool, c->pool + n, keep * sizeof(c->pool[0]));
+        c->n_pool = keep;
+    }
+    pthread_mutex_unlock(&c->pool_mu);
+    for (size_t i = 0; i < n; i++) {
+        curl_easy_cleanup(drop[i]->h);
+        free(drop[i]);
+    }
+    if (n)
+        obs_v(5, "kube client: %zu idle connections closed", n);
+}
+
 static void handle_put(kube_client *c, struct handle *hd)
 {
     /* Nothing of the finished request may stay behind in a pooled handle. */

@@ -113,6 +113,9 @@ typedef struct kube_client_opts {
 /* `cfg` is borrowed and must outlive the client. */
 int kube_client_new(kube_config *cfg, const kube_client_opts *opts, kube_client **out);
 void kube_client_free(kube_client *c);
+/* Closes idle connections beyond `keep`: after a burst that opened many,
+ * what they hold goes back instead of waiting for the next burst. */
+void kube_client_trim(kube_client *c, size_t keep);
 
 typedef struct kube_resp {
     int code;           /* HTTP status; 0 when no answer came */

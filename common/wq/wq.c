@@ -796,8 +796,11 @@ static void *pool_main(void *arg)
             join_thread(old);
             /* The burst is over: what its threads freed goes back to the
              * kernel instead of staying in the allocator's arenas. */
-            if (back_to_min)
+            if (back_to_min) {
+                if (q->pool.quiet)
+                    q->pool.quiet(q->pool.ud);
                 malloc_trim(0);
+            }
             return NULL;
         }
         pthread_mutex_unlock(&q->mu);

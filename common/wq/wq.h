@@ -82,6 +82,9 @@ typedef struct wq_pool_opts {
     util_duration slow_delay;
     int (*sync)(void *ud, const char *key);
     void *ud;
+    /* May be NULL: called when the pool shrank back to min_workers after a
+     * burst, before the allocator is trimmed (drop what the burst grew). */
+    void (*quiet)(void *ud);
 } wq_pool_opts;
 
 /* Starts the queue's pool (one per queue): 0, -EBUSY when one runs, or

@@ -709,6 +709,7 @@ typedef struct pool_probe {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int running, most, done;
+    int quiet;      /* times the pool's quiet hook ran */
     bool release;   /* blocked syncs may return */
     int fail_first; /* keys "fail" (return -1) this many times in all */
     int slow_first; /* then return 1 this many times */
@@ -855,6 +856,14 @@ static void test_pool_started_on_a_backlog_spawns_for_it(void **state)
     }
 }
 
+static void count_quiet(void *ud)
+{
+    pool_probe *p = ud;
+    pthread_mutex_lock(&p->mu);
+    p->quiet++;
+    pthread_mutex_unlock(&p->mu);
+}
+
 static void test_pool_shrinks_to_min_after_idle_exit(void **state)
 {
     (void)state;
@@ -865,7 +874,8 @@ static void test_pool_shrinks_to_min_after_idle_exit(void **state)
                       .min_workers = 1,
                       .idle_exit = 50 * UTIL_MS,
                       .sync = probe_sync,
-                      .ud = &p};
+                      .ud = &p,
+                      .quiet = count_quiet};
     assert_int_equal(wq_pool_start(q, &o), 0);
     char key[16];
     for (int i = 0; i < 6; i++) {
@@ -875,8 +885,15 @@ static void test_pool_shrinks_to_min_after_idle_exit(void **state)
     for (int i = 0; i < 2000 && probe_get(&p, &p.running) < 6; i++)
         util_sleep(10 * UTIL_MS);
     assert_int_equal(probe_get(&p, &p.running), 6);
+    assert_int_equal(probe_get(&p, &p.quiet), 0);
     probe_release(&p);
     assert_int_equal(wait_threads(q, 1), 1);
+    /* Back at the minimum: the quiet hook runs once, by the last thread to
+     * go, just after it left the count. */
+    for (int i = 0; i < 2000 && probe_get(&p, &p.quiet) < 1; i++)
+        util_sleep(10 * UTIL_MS);
+    util_sleep(50 * UTIL_MS);
+    assert_int_equal(probe_get(&p, &p.quiet), 1);
     /* Still working after shrinking: a new burst is handled. */
     for (int i = 0; i < 6; i++) {
         snprintf(key, sizeof(key), "again%d", i);
