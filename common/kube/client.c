@@ -352,8 +352,10 @@ void kube_client_trim(kube_client *c, size_t keep)
     /* The pool is a stack: its bottom holds the longest unused handles. */
     if (c->n_pool > keep) {
         n = c->n_pool - keep;
-        memcpy(drop, c->pool, n * sizeof(drop[0]));
-        memmove(c->pool, c->pool + n, keep * sizeof(c->pool[0]));
+        for (size_t i = 0; i < n; i++)
+            drop[i] = c->pool[i];
+        for (size_t i = 0; i < keep; i++)
+            c->pool[i] = c->pool[n + i];
         c->n_pool = keep;
     }
     pthread_mutex_unlock(&c->pool_mu);

@@ -34,6 +34,7 @@
 #define MESSAGE_MAX 1024
 #define CACHE_WAYS  4
 #define CACHE_SETS  1024 /* x CACHE_WAYS: client-go's 4,096 entries */
+#define CACHE_SLOTS ((size_t)CACHE_SETS * CACHE_WAYS)
 
 struct pending {
     json_object *involved; /* involvedObject */
@@ -252,8 +253,8 @@ kube_recorder *kube_recorder_new(kube_client *c, const char *component, const ch
     r->host = host ? util_strdup(host) : NULL;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
-    r->seen.slots = util_calloc(CACHE_SETS * CACHE_WAYS, sizeof(struct slot));
-    r->buckets.slots = util_calloc(CACHE_SETS * CACHE_WAYS, sizeof(struct slot));
+    r->seen.slots = util_calloc(CACHE_SLOTS, sizeof(struct slot));
+    r->buckets.slots = util_calloc(CACHE_SLOTS, sizeof(struct slot));
     if (pthread_create(&r->th, NULL, run, r) != 0)
         abort();
     return r;
