@@ -111,11 +111,11 @@ static void cache_drop(struct slot *s)
     *s = (struct slot){0};
 }
 
-static uint64_t event_key(const struct pending *p, const char *iname, const char *iuid)
+/* The cache key of n strings (NULL as ""), each ended by a separator. */
+static uint64_t fields_key(const char *const *parts, size_t n)
 {
-    const char *parts[] = {p->ns, iname, iuid, p->type, p->reason, p->message};
     uint64_t h = UTIL_HASH_INIT;
-    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+    for (size_t i = 0; i < n; i++)
         h = util_hash_byte(util_hash_str(h, parts[i]), 0xff);
     return h;
 }
@@ -149,7 +149,8 @@ static void write_event(kube_recorder *r, struct pending *p)
 {
     const char *iname = kobj_str(p->involved, "name");
     const char *iuid = kobj_str(p->involved, "uid");
-    uint64_t akey = event_key(p, iname, iuid);
+    const char *const parts[] = {p->ns, iname, iuid, p->type, p->reason, p->message};
+    uint64_t akey = fields_key(parts, sizeof(parts) / sizeof(parts[0]));
     kube_resp resp = {0};
     struct slot *s = cache_find(&r->seen, akey);
     if (s) {
@@ -316,8 +317,8 @@ void kube_event(kube_recorder *r, const json_object *obj, const char *type, cons
     p->reason = util_strdup(reason);
     p->message = util_strdup(msg);
     now_rfc3339(p->when, sizeof(p->when));
-    uint64_t okey = util_hash_str(util_hash_byte(util_hash_str(UTIL_HASH_INIT, p->ns), 0xff),
-                                  kobj_str(meta, "name"));
+    const char *const object[] = {p->ns, kobj_str(meta, "name")};
+    uint64_t okey = fields_key(object, 2);
 
     pthread_mutex_lock(&r->mu);
     bool ok = !r->stop && r->len < QUEUE_MAX && allow(r, okey);

@@ -504,6 +504,26 @@ static void test_message_fits_the_api_limit(void **state)
     free(f);
 }
 
+/* A ControllerPublish answer with one publish_context entry devicePath=/dev/x. */
+struct publish_answer {
+    Csi__V1__ControllerPublishVolumeResponse r;
+    Csi__V1__ControllerPublishVolumeResponse__PublishContextEntry e, *ep;
+};
+
+static Csi__V1__ControllerPublishVolumeResponse *publish_answer_init(struct publish_answer *a)
+{
+    a->r =
+        (Csi__V1__ControllerPublishVolumeResponse)CSI__V1__CONTROLLER_PUBLISH_VOLUME_RESPONSE__INIT;
+    a->e = (Csi__V1__ControllerPublishVolumeResponse__PublishContextEntry)
+        CSI__V1__CONTROLLER_PUBLISH_VOLUME_RESPONSE__PUBLISH_CONTEXT_ENTRY__INIT;
+    a->e.key = "devicePath";
+    a->e.value = "/dev/x";
+    a->ep = &a->e;
+    a->r.n_publish_context = 1;
+    a->r.publish_context = &a->ep;
+    return &a->r;
+}
+
 static void test_status_patches(void **state)
 {
     (void)state;
@@ -536,15 +556,9 @@ static void test_status_patches(void **state)
     expect_str("attached without context", "patch", p,
                "{\"status\":{\"attached\":true,\"attachmentMetadata\":null,\"attachError\":null}}");
     free(p);
-    Csi__V1__ControllerPublishVolumeResponse r = CSI__V1__CONTROLLER_PUBLISH_VOLUME_RESPONSE__INIT;
-    Csi__V1__ControllerPublishVolumeResponse__PublishContextEntry e =
-        CSI__V1__CONTROLLER_PUBLISH_VOLUME_RESPONSE__PUBLISH_CONTEXT_ENTRY__INIT;
-    e.key = "devicePath";
-    e.value = "/dev/x";
-    Csi__V1__ControllerPublishVolumeResponse__PublishContextEntry *ep = &e;
-    r.n_publish_context = 1;
-    r.publish_context = &ep;
-    p = att_status_attached(&r);
+    struct publish_answer a;
+    Csi__V1__ControllerPublishVolumeResponse *r = publish_answer_init(&a);
+    p = att_status_attached(r);
     expect_str("attached with metadata", "patch", p,
                "{\"status\":{\"attached\":true,\"attachmentMetadata\":{\"devicePath\":\"/dev/x\"},"
                "\"attachError\":null}}");
@@ -572,14 +586,8 @@ static void test_status_patches(void **state)
 static void test_status_is_current(void **state)
 {
     (void)state;
-    Csi__V1__ControllerPublishVolumeResponse r = CSI__V1__CONTROLLER_PUBLISH_VOLUME_RESPONSE__INIT;
-    Csi__V1__ControllerPublishVolumeResponse__PublishContextEntry e =
-        CSI__V1__CONTROLLER_PUBLISH_VOLUME_RESPONSE__PUBLISH_CONTEXT_ENTRY__INIT;
-    e.key = "devicePath";
-    e.value = "/dev/x";
-    Csi__V1__ControllerPublishVolumeResponse__PublishContextEntry *ep = &e;
-    r.n_publish_context = 1;
-    r.publish_context = &ep;
+    struct publish_answer a;
+    Csi__V1__ControllerPublishVolumeResponse *r = publish_answer_init(&a);
     static const struct {
         const char *row, *va;
         bool with_context, want;
@@ -609,7 +617,7 @@ static void test_status_is_current(void **state)
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         json_object *va = J(rows[i].va);
-        bool got = att_status_is_current(va, rows[i].with_context ? &r : NULL);
+        bool got = att_status_is_current(va, rows[i].with_context ? r : NULL);
         expect_int(rows[i].row, "current", got, rows[i].want);
         json_object_put(va);
     }
