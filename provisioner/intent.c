@@ -19,6 +19,7 @@
 #include "ctrl_internal.h"
 
 #include <errno.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,12 +31,34 @@
 /* Re-reads after a conflict before the write counts as failed. */
 #define INTENT_CONFLICT_TRIES 5
 
+/*
+ * A worker waiting for a write to carry its entry. It sleeps on its own
+ * semaphore rather than on a condition shared by all: a write wakes exactly
+ * the workers it decided (and one more to write next), and none of them
+ * needs it->mu again to learn the outcome. With a shared condition every
+ * write and every done entry woke all waiting workers, which then queued
+ * on it->mu one after the other.
+ */
+struct intent_waiter {
+    struct intent_waiter *next;
+    const char *uid;
+    uint64_t since;
+    sem_t sem;
+    /* Set before the post: DURABLE, FAILED (err), INVALID, or PENDING (look
+     * again: write next, or stopping). */
+    prov_intent_status st;
+    int err;
+};
+
 struct ctrl_intents {
     prov_ctrl *c;
     kube_client *kube;
     char *ns, *name, *path;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t room_cv; /* an entry left: a joiner of a full record may retry */
+    pthread_cond_t idle_cv; /* only stopping signals it */
+    size_t room_waiters;
+    struct intent_waiter *waiters;
     prov_intent_set *set;
     /* The Lease as last read or written; only the flusher (one at a time)
      * touches it. NULL until the record was read. */
@@ -181,6 +204,34 @@ static int put_record(struct ctrl_intents *it, const char *text)
 }
 
 /*
+ * Wakes (under it->mu) every waiter whose entry a write decided, and while
+ * no write is under way one waiter still pending, to write next. Each is
+ * unlinked before its post: once posted, its frame may be gone.
+ */
+static void wake_waiters_locked(struct ctrl_intents *it)
+{
+    bool writer = it->stopping || prov_intent_set_flushing(it->set);
+    for (struct intent_waiter **pp = &it->waiters; *pp;) {
+        struct intent_waiter *w = *pp;
+        int err = 0;
+        prov_intent_status st = PROV_INTENT_PENDING;
+        if (!it->stopping)
+            st = prov_intent_set_status(it->set, w->uid, w->since, &err);
+        if (st == PROV_INTENT_PENDING && !it->stopping) {
+            if (writer) {
+                pp = &w->next;
+                continue;
+            }
+            writer = true;
+        }
+        *pp = w->next;
+        w->st = st;
+        w->err = err;
+        sem_post(&w->sem);
+    }
+}
+
+/*
  * One flush, entered and left with it->mu held (released during I/O). The
  * first write of this process reads the record first (it may not have been
  * readable at start); a conflict re-reads it. Entries read that the set did
@@ -228,7 +279,9 @@ static int flush_locked(struct ctrl_intents *it)
         obs_v(2, "intent record %s/%s: conflict; reading it again", it->ns, it->name);
     }
     prov_intent_set_flush_end(it->set, seq, rc);
-    pthread_cond_broadcast(&it->cv);
+    wake_waiters_locked(it);
+    if (it->room_waiters)
+        pthread_cond_broadcast(&it->room_cv);
     if (it->entries)
         obs_gauge_set(it->entries, NULL, (double)prov_intent_set_count(it->set));
     if (rc < 0)
@@ -240,12 +293,13 @@ static int flush_locked(struct ctrl_intents *it)
 static void *idle_loop(void *arg)
 {
     struct ctrl_intents *it = arg;
+    util_thread_name("intent-idle");
     pthread_mutex_lock(&it->mu);
     while (!it->stopping) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;
-        pthread_cond_timedwait(&it->cv, &it->mu, &ts);
+        pthread_cond_timedwait(&it->idle_cv, &it->mu, &ts);
         if (it->stopping)
             break;
         size_t joiners = 0, done = 0;
@@ -272,7 +326,8 @@ int ctrl_intents_start(prov_ctrl *c)
     size_t max = (size_t)(c->o.workers > 0 ? c->o.workers : 1) * 4;
     it->set = prov_intent_set_new(max > 1024 ? max : 1024, PROV_INTENT_BYTES_MAX);
     pthread_mutex_init(&it->mu, NULL);
-    pthread_cond_init(&it->cv, NULL);
+    pthread_cond_init(&it->room_cv, NULL);
+    pthread_cond_init(&it->idle_cv, NULL);
     it->last_activity = util_now_mono();
     if (c->o.metrics) {
         static const char *const result[] = {"result", NULL};
@@ -337,7 +392,9 @@ void ctrl_intents_stop(prov_ctrl *c)
         return;
     pthread_mutex_lock(&it->mu);
     it->stopping = true;
-    pthread_cond_broadcast(&it->cv);
+    pthread_cond_broadcast(&it->room_cv);
+    pthread_cond_signal(&it->idle_cv);
+    wake_waiters_locked(it);
     pthread_mutex_unlock(&it->mu);
     if (it->idle_running)
         pthread_join(it->idle_th, NULL);
@@ -356,7 +413,8 @@ void ctrl_intents_free(prov_ctrl *c)
         free(it->held[i]);
     free(it->held);
     pthread_mutex_destroy(&it->mu);
-    pthread_cond_destroy(&it->cv);
+    pthread_cond_destroy(&it->room_cv);
+    pthread_cond_destroy(&it->idle_cv);
     free(it->ns);
     free(it->name);
     free(it->path);
@@ -389,7 +447,9 @@ int ctrl_intent_join(prov_ctrl *c, const json_object *pvc, const json_object *sc
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 ts.tv_sec += 1;
-                pthread_cond_timedwait(&it->cv, &it->mu, &ts);
+                it->room_waiters++;
+                pthread_cond_timedwait(&it->room_cv, &it->mu, &ts);
+                it->room_waiters--;
                 continue;
             }
             if (st == PROV_INTENT_INVALID) {
@@ -411,10 +471,29 @@ int ctrl_intent_join(prov_ctrl *c, const json_object *pvc, const json_object *sc
                               kobj_namespace(pvc), kobj_name(pvc));
             break;
         }
-        if (!prov_intent_set_flushing(it->set))
+        if (!prov_intent_set_flushing(it->set)) {
             flush_locked(it);
-        else
-            pthread_cond_wait(&it->cv, &it->mu);
+            continue;
+        }
+        /* A write is under way: sleep until one decides this entry. */
+        struct intent_waiter w = {.uid = uid, .since = since, .next = it->waiters};
+        sem_init(&w.sem, 0, 0);
+        it->waiters = &w;
+        pthread_mutex_unlock(&it->mu);
+        while (sem_wait(&w.sem) < 0 && errno == EINTR)
+            ;
+        sem_destroy(&w.sem);
+        if (w.st == PROV_INTENT_DURABLE) {
+            free(text);
+            return 0;
+        }
+        pthread_mutex_lock(&it->mu);
+        if (w.st == PROV_INTENT_FAILED || w.st == PROV_INTENT_INVALID) {
+            rc = util_err_set(w.err < 0 ? w.err : -EIO,
+                              "recording the intent to create a volume for claim %s/%s failed",
+                              kobj_namespace(pvc), kobj_name(pvc));
+            break;
+        }
     }
     if (rc == 0 && !durable)
         rc = util_err_set(-ECANCELED, "stopping: claim %s/%s not provisioned", kobj_namespace(pvc),
@@ -432,8 +511,8 @@ void ctrl_intent_done(prov_ctrl *c, const char *uid)
     pthread_mutex_lock(&it->mu);
     prov_intent_set_done(it->set, uid);
     it->last_activity = util_now_mono();
-    /* Room for a joiner waiting on a full record. */
-    pthread_cond_broadcast(&it->cv);
+    if (it->room_waiters)
+        pthread_cond_broadcast(&it->room_cv);
     pthread_mutex_unlock(&it->mu);
 }
 
