@@ -39,7 +39,42 @@ struct csi_conn {
     atomic_bool stopping;
     pthread_t monitor;
     bool monitor_started;
+    /* Completion queues of finished calls, for the next ones: creating and
+     * draining one per call cost about a third of a call's CPU. */
+    pthread_mutex_t cq_mu;
+    grpc_completion_queue **cqs;
+    size_t n_cqs, cap_cqs;
 };
+
+static grpc_completion_queue *cq_take(csi_conn *c)
+{
+    grpc_completion_queue *cq = NULL;
+    pthread_mutex_lock(&c->cq_mu);
+    if (c->n_cqs)
+        cq = c->cqs[--c->n_cqs];
+    pthread_mutex_unlock(&c->cq_mu);
+    return cq ? cq : grpc_completion_queue_create_for_pluck(NULL);
+}
+
+/* A queue goes back only after its call completed and was unreffed: no
+ * event of that call can still arrive on it. */
+static void cq_give(csi_conn *c, grpc_completion_queue *cq)
+{
+    pthread_mutex_lock(&c->cq_mu);
+    if (c->n_cqs == c->cap_cqs) {
+        size_t cap = c->cap_cqs ? c->cap_cqs * 2 : 8;
+        grpc_completion_queue **n = realloc(c->cqs, cap * sizeof(*n));
+        if (!n) {
+            pthread_mutex_unlock(&c->cq_mu);
+            csi_cq_destroy(cq);
+            return;
+        }
+        c->cqs = n;
+        c->cap_cqs = cap;
+    }
+    c->cqs[c->n_cqs++] = cq;
+    pthread_mutex_unlock(&c->cq_mu);
+}
 
 gpr_timespec csi_deadline_after(util_duration d)
 {
@@ -85,9 +120,15 @@ static grpc_connectivity_state wait_state_change(grpc_channel *ch, grpc_completi
 static void *monitor_main(void *arg)
 {
     csi_conn *c = arg;
-    grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
+    util_thread_name("csi-monitor");
+    /* Looks at the state without waiting on a completion queue: a thread
+     * blocked in one takes its turn polling the channel's socket, and then
+     * every answer to a call was read here and handed over to the caller's
+     * thread, one more wake-up per call. Pollers see a lost connection:
+     * callers while calls run, gRPC's backup poller (every 5 s) when idle. */
     while (!atomic_load(&c->stopping)) {
-        grpc_connectivity_state s = wait_state_change(c->ch, cq, GRPC_CHANNEL_READY, 200 * UTIL_MS);
+        util_sleep(200 * UTIL_MS);
+        grpc_connectivity_state s = grpc_channel_check_connectivity_state(c->ch, 0);
         if (s == GRPC_CHANNEL_READY || atomic_load(&c->stopping))
             continue;
         atomic_store(&c->lost, true);
@@ -96,11 +137,6 @@ static void *monitor_main(void *arg)
             c->opts.on_loss(c->opts.on_loss_ud);
         break;
     }
-    grpc_completion_queue_shutdown(cq);
-    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN) {
-    }
-    grpc_completion_queue_destroy(cq);
     return NULL;
 }
 
@@ -157,6 +193,7 @@ int csi_conn_new(const char *endpoint, const csi_conn_opts *opts, csi_conn **out
     csi_conn *c = util_calloc(1, sizeof(*c));
     c->target = target;
     c->path = path;
+    pthread_mutex_init(&c->cq_mu, NULL);
     if (opts)
         c->opts = *opts;
     c->ch = channel_create(target);
@@ -182,6 +219,10 @@ void csi_conn_free(csi_conn *c)
     atomic_store(&c->stopping, true);
     if (c->monitor_started)
         pthread_join(c->monitor, NULL);
+    for (size_t i = 0; i < c->n_cqs; i++)
+        csi_cq_destroy(c->cqs[i]);
+    free(c->cqs);
+    pthread_mutex_destroy(&c->cq_mu);
     if (c->ch)
         grpc_channel_destroy(c->ch);
     free(c->target);
@@ -271,7 +312,7 @@ int csi_call(csi_conn *c, const char *method, const ProtobufCMessage *req,
     log_call(c, method, req);
     util_duration start = util_now_mono();
 
-    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    grpc_completion_queue *cq = cq_take(c);
     grpc_slice mslice = grpc_slice_from_static_string(method);
     grpc_call *call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice,
                                                NULL, csi_deadline_after(timeout), NULL);
@@ -327,7 +368,10 @@ int csi_call(csi_conn *c, const char *method, const ProtobufCMessage *req,
     grpc_metadata_array_destroy(&md_initial);
     grpc_metadata_array_destroy(&md_trailing);
     grpc_call_unref(call);
-    csi_cq_destroy(cq);
+    if (ce == GRPC_CALL_OK)
+        cq_give(c, cq);
+    else
+        csi_cq_destroy(cq);
 
     log_result(c, *resp, st);
     if (c->opts.on_call)
