@@ -776,6 +776,7 @@ static void *work(void *arg)
     struct worker *w = arg;
     att_ctrl *c = w->c;
     char *key = NULL;
+    util_thread_name("w:attach");
     while (att_queue_get(w->q, &key) == 0) {
         if (w->va) {
             pthread_mutex_lock(&c->mu);
@@ -850,12 +851,12 @@ int att_ctrl_start(const att_ctrl_opts *opts, const att_config *cfg, att_ctrl **
                                 opts->metrics, slow);
     }
     int rc = informer(c, &KUBE_VOLUMEATTACHMENT, slim_meta, keep_va,
-                      (kube_handlers){va_added, va_updated, va_deleted, c}, &c->vas);
+                      (kube_handlers){va_added, va_updated, va_deleted, c, false}, &c->vas);
     if (rc == 0 && !opts->trivial) {
         rc = kube_informer_add_index(c->vas, "pv", va_by_pv);
         if (rc == 0)
             rc = informer(c, &KUBE_PV, slim_pv, keep_pv,
-                          (kube_handlers){pv_changed, pv_updated, pv_deleted, c}, &c->pvs);
+                          (kube_handlers){pv_changed, pv_updated, pv_deleted, c, true}, &c->pvs);
         if (rc == 0)
             rc = informer(c, &KUBE_CSINODE, slim_meta, NULL, (kube_handlers){0}, &c->csinodes);
         if (rc == 0)

@@ -469,6 +469,7 @@ static void *work(void *arg)
 {
     prov_cap *c = arg;
     char *key = NULL;
+    util_thread_name("w:capacity");
     while (wq_get(c->q, &key) == 0) {
         if (sync_item(c, key) == 0)
             wq_forget(c->q, key);
@@ -484,6 +485,7 @@ static void *work(void *arg)
 static void *poller(void *arg)
 {
     prov_cap *c = arg;
+    util_thread_name("capacity-poll");
     for (;;) {
         pthread_mutex_lock(&c->mu);
         struct timespec until;
@@ -743,23 +745,25 @@ int prov_cap_start(const prov_cap_opts *opts, const prov_cap_config *cc, prov_ca
     char *selector = util_asprintf("%s=%s,%s=%s", PROV_CAP_LABEL_DRIVER, cc->driver_name,
                                    PROV_CAP_LABEL_MANAGED_BY, cc->managed_by);
     int rc = informer(c, &KUBE_CSISTORAGECAPACITY, cc->namespace, selector, slim_csc,
-                      (kube_handlers){csc_added, csc_updated, enqueue_object, c}, &c->cscs);
+                      (kube_handlers){csc_added, csc_updated, enqueue_object, c, false}, &c->cscs);
     free(selector);
     if (rc == 0)
         rc = kube_informer_add_index(c->cscs, INDEX_ITEM, index_item);
     if (rc == 0)
         rc = informer(c, &KUBE_STORAGECLASS, NULL, NULL, slim_class,
-                      (kube_handlers){class_changed, class_updated, class_changed, c}, &c->classes);
+                      (kube_handlers){class_changed, class_updated, class_changed, c, true},
+                      &c->classes);
     /* Node mode serves its own node's segment only: watching every Node
      * on every node would cost the API server N x N. */
     if (rc == 0 && opts->topology && !opts->fixed_segment) {
         rc = informer(c, &KUBE_NODE, NULL, NULL, slim_node,
-                      (kube_handlers){topology_changed, node_updated, topology_changed, c},
+                      (kube_handlers){topology_changed, node_updated, topology_changed, c, false},
                       &c->nodes);
         if (rc == 0)
-            rc = informer(c, &KUBE_CSINODE, NULL, NULL, slim_csinode,
-                          (kube_handlers){topology_changed, csinode_updated, topology_changed, c},
-                          &c->csinodes);
+            rc = informer(
+                c, &KUBE_CSINODE, NULL, NULL, slim_csinode,
+                (kube_handlers){topology_changed, csinode_updated, topology_changed, c, false},
+                &c->csinodes);
     }
     kube_informer *all[] = {c->classes, c->nodes, c->csinodes, c->cscs};
     for (size_t i = 0; rc == 0 && i < sizeof(all) / sizeof(all[0]); i++)

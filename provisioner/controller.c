@@ -408,10 +408,11 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
     c->volumes = wq_new(&qo);
 
     int rc = informer(c, &KUBE_PVC, slim_pvc, keep_pvc,
-                      (kube_handlers){claim_changed, claim_updated, claim_gone, c}, &c->pvcs);
+                      (kube_handlers){claim_changed, claim_updated, claim_gone, c, true}, &c->pvcs);
     if (rc == 0)
         rc = informer(c, &KUBE_PV, slim_pv, keep_pv,
-                      (kube_handlers){volume_changed, volume_updated, volume_deleted, c}, &c->pvs);
+                      (kube_handlers){volume_changed, volume_updated, volume_deleted, c, true},
+                      &c->pvs);
     if (rc == 0)
         rc = informer(c, &KUBE_STORAGECLASS, slim_meta, NULL, (kube_handlers){0}, &c->classes);
     if (rc == 0 && cfg->topology && !c->local_node) {
@@ -421,7 +422,7 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
     }
     if (rc == 0 && opts->publish_unpublish) {
         rc = informer(c, &KUBE_VOLUMEATTACHMENT, slim_meta, NULL,
-                      (kube_handlers){NULL, NULL, attachment_deleted, c}, &c->vas);
+                      (kube_handlers){NULL, NULL, attachment_deleted, c, false}, &c->vas);
         if (rc == 0)
             rc = kube_informer_add_index(c->vas, "pv", va_by_pv);
     }

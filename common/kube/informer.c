@@ -377,7 +377,7 @@ static void apply_upsert(kube_informer *inf, json_object *obj)
     const kube_handlers *h = &inf->o.handlers;
     if (old) {
         if (h->on_update) {
-            json_object *prev = parse_entry(old);
+            json_object *prev = h->old_unused ? NULL : parse_entry(old);
             h->on_update(h->ud, prev, obj);
             json_object_put(prev);
         }
@@ -607,9 +607,22 @@ static void sleep_unless_stopped(kube_informer *inf, util_duration d)
     pthread_mutex_unlock(&inf->mu);
 }
 
+/* "<role>:<the kind's capitals>": watch:PVC, watch:PV, resync:VA. */
+static void name_thread(const kube_informer *inf, const char *role)
+{
+    char caps[8];
+    size_t n = 0;
+    for (const char *k = inf->o.res->kind; k && *k && n + 1 < sizeof(caps); k++)
+        if (*k >= 'A' && *k <= 'Z')
+            caps[n++] = *k;
+    caps[n] = '\0';
+    util_thread_name("%s:%s", role, caps);
+}
+
 static void *run(void *arg)
 {
     kube_informer *inf = arg;
+    name_thread(inf, "watch");
     util_duration backoff = 0;
     bool need_list = true;
     while (!atomic_load(&inf->stop)) {
@@ -674,6 +687,7 @@ static void replay(void *ud, json_object *obj)
 static void *resync_run(void *arg)
 {
     kube_informer *inf = arg;
+    name_thread(inf, "resync");
     while (!atomic_load(&inf->stop)) {
         sleep_unless_stopped(inf, inf->o.resync);
         if (atomic_load(&inf->stop))
