@@ -117,6 +117,7 @@ int att_reconcile_once(att_ctrl *c, csi_conn *csi, int max_entries, util_duratio
 static void *loop(void *arg)
 {
     att_reconciler *r = arg;
+    util_thread_name("reconcile");
     pthread_mutex_lock(&r->mu);
     while (!r->stopping) {
         struct timespec ts;

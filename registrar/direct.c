@@ -74,6 +74,7 @@ static void *worker_main(void *arg)
 {
     reg_direct *d = arg;
     char *key = NULL;
+    util_thread_name("w:node");
     while (wq_get(d->q, &key) == 0) {
         sync_once(d);
         wq_done(d->q, key);

@@ -232,6 +232,7 @@ static void on_read(struct slot *sl)
 static void *worker_main(void *arg)
 {
     csi_server *s = arg;
+    util_thread_name("csi-server");
     for (;;) {
         grpc_event ev = grpc_completion_queue_next(s->cq, csi_deadline_after(200 * UTIL_MS), NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)

@@ -220,6 +220,7 @@ static void write_event(kube_recorder *r, struct pending *p)
 static void *run(void *arg)
 {
     kube_recorder *r = arg;
+    util_thread_name("events");
     for (;;) {
         pthread_mutex_lock(&r->mu);
         while (!r->head && !r->stop)

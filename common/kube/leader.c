@@ -254,6 +254,7 @@ static void release(kube_leader *l)
 static void *run(void *arg)
 {
     kube_leader *l = arg;
+    util_thread_name("leader");
     obs_info("attempting to acquire leader lease %s/%s...", l->ns, l->name);
     while (!atomic_load(&l->stop)) {
         bool ok = try_acquire_or_renew(l);

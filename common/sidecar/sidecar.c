@@ -254,6 +254,7 @@ fail:
 static void *run_main(void *arg)
 {
     sidecar *s = arg;
+    util_thread_name("controller");
     s->run(s->run_ud);
     return NULL;
 }

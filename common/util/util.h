@@ -135,6 +135,10 @@ char *util_strdup(const char *s);
 char *util_asprintf(const char *fmt, ...) UTIL_ATTR_PRINTF(1, 2);
 void *util_calloc(size_t n, size_t size);
 bool util_has_prefix(const char *s, const char *prefix);
+/* Names the calling thread (what `top -H` and /proc/PID/task/TID/comm show);
+ * the kernel keeps 15 bytes. A thread's name says its role, so CPU and
+ * memory can be told apart by role without a debugger. */
+void util_thread_name(const char *fmt, ...) UTIL_ATTR_PRINTF(1, 2);
 
 /* 64-bit FNV-1a, for hash tables (not for anything an attacker must not
  * collide): start from UTIL_HASH_INIT and feed a string (NULL as "") or

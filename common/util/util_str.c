@@ -5,6 +5,7 @@
  */
 #include "util.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,16 @@ void *util_calloc(size_t n, size_t size)
     if (p == NULL)
         oom();
     return p;
+}
+
+void util_thread_name(const char *fmt, ...)
+{
+    char name[16];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof(name), fmt, ap);
+    va_end(ap);
+    pthread_setname_np(pthread_self(), name);
 }
 
 bool util_has_prefix(const char *s, const char *prefix)

@@ -483,6 +483,7 @@ static struct timespec mono_timespec(util_duration t)
 static void *timer_main(void *arg)
 {
     wq *q = arg;
+    util_thread_name("t:%s", q->name);
 
     pthread_mutex_lock(&q->mu);
     while (!q->shutting_down) {
@@ -780,6 +781,7 @@ static void *pool_main(void *arg)
 {
     struct pool_thread *self = arg;
     wq *q = self->q;
+    util_thread_name("w:%s", q->name);
     for (;;) {
         char *key = NULL;
         pthread_mutex_lock(&q->mu);

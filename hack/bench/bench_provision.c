@@ -36,6 +36,7 @@
  *     provisioner need not cache; the benchmarked driver's name gives
  *     settled volumes of its own).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -385,6 +386,93 @@ static double proc_cpu_ms(int pid)
     if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return -1;
     return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* CPU by thread role: the sidecars name their threads (w:claims,
+ * watch:PVC, events, ...); threads of one name are summed. */
+#define ROLES_MAX 48
+struct roles {
+    int n;
+    char name[ROLES_MAX][16];
+    double ms[ROLES_MAX];
+    double total; /* the whole process, exited threads included */
+};
+
+static void roles_get(int pid, struct roles *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->total = proc_cpu_ms(pid);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        /* schedstat's first field is the thread's run time in ns; the
+         * per-thread utime/stime are tick samples that miss most of the
+         * short runs of a thread that blocks often. */
+        char p2[128], name[32] = "";
+        unsigned long long ns = 0;
+        snprintf(p2, sizeof(p2), "/proc/%d/task/%s/schedstat", pid, de->d_name);
+        FILE *f = fopen(p2, "r");
+        if (!f)
+            continue;
+        int ok = fscanf(f, "%llu", &ns) == 1;
+        fclose(f);
+        snprintf(p2, sizeof(p2), "/proc/%d/task/%s/comm", pid, de->d_name);
+        f = fopen(p2, "r");
+        if (!f)
+            continue;
+        ok = ok && fgets(name, sizeof(name), f) != NULL;
+        fclose(f);
+        if (!ok)
+            continue;
+        name[strcspn(name, "\n")] = 0;
+        int i = 0;
+        while (i < r->n && strcmp(r->name[i], name) != 0)
+            i++;
+        if (i == r->n) {
+            if (r->n == ROLES_MAX)
+                continue;
+            snprintf(r->name[r->n++], sizeof(r->name[0]), "%s", name);
+        }
+        r->ms[i] += (double)ns / 1e6;
+    }
+    closedir(d);
+}
+
+/* Prints what each role used between a and b, per volume, largest first;
+ * what threads that exited in between used is the remainder. */
+static void roles_print(const struct roles *a, const struct roles *b, int per)
+{
+    double used[ROLES_MAX], live = 0;
+    int order[ROLES_MAX];
+    for (int i = 0; i < b->n; i++) {
+        double before = 0;
+        for (int j = 0; j < a->n; j++)
+            if (strcmp(a->name[j], b->name[i]) == 0)
+                before = a->ms[j];
+        used[i] = b->ms[i] > before ? b->ms[i] - before : 0;
+        live += used[i];
+        order[i] = i;
+    }
+    for (int i = 1; i < b->n; i++)
+        for (int j = i; j > 0 && used[order[j]] > used[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    printf("    by thread role (ms per volume):");
+    for (int k = 0; k < b->n; k++)
+        if (used[order[k]] > 0)
+            printf(" %s %.3f,", b->name[order[k]], used[order[k]] / per);
+    /* The process total comes in clock ticks: a remainder under a tick
+     * per volume is rounding, not a thread. */
+    double gone = (b->total - a->total) - live;
+    printf(" threads that exited %.3f\n", gone > 0 ? gone / per : 0);
 }
 
 /* ---- watches ------------------------------------------------------------------------------- */
@@ -799,6 +887,8 @@ static int cmd_run(void)
     struct metrics m0, m1;
     metrics_get(&c, &m0);
     double cpu0 = proc_cpu_ms(cfg.prov_pid);
+    struct roles r0, r1;
+    roles_get(cfg.prov_pid, &r0);
     int64_t t0 = now_ns();
     int failed = 0;
     double create_s = run_parallel(OP_CREATE_CLAIM, n, &failed);
@@ -820,6 +910,7 @@ static int cmd_run(void)
     settle(&c, 6500, 120, &m1);
     double window = (double)(now_ns() - t0) / NS_PER_S;
     double cpu1 = proc_cpu_ms(cfg.prov_pid);
+    roles_get(cfg.prov_pid, &r1);
     long rss = proc_kib(cfg.prov_pid, "VmRSS"), hwm = proc_kib(cfg.prov_pid, "VmHWM");
     long anon = proc_kib(cfg.prov_pid, "RssAnon"), file = proc_kib(cfg.prov_pid, "RssFile");
 
@@ -885,6 +976,7 @@ static int cmd_run(void)
     printf("  provisioner CPU: %.3f ms per provisioned volume (%.0f ms user+system over the "
            "phase)\n",
            (cpu1 - cpu0) / per, cpu1 - cpu0);
+    roles_print(&r0, &r1, (int)per);
     printf("  provisioner memory with %d claims + %d PVs: VmRSS %.1f MiB when all were %s, "
            "%.1f MiB settled (RssAnon %.1f MiB, RssFile %.1f MiB); peak VmHWM %.1f MiB (target "
            "<= 10 MB with 1,000 PVCs)\n",
@@ -923,6 +1015,8 @@ static int cmd_run(void)
         sleep_ms(20);
     settle(&c, 1500, 120, &m3);
     double cpu3 = proc_cpu_ms(cfg.prov_pid);
+    struct roles r3;
+    roles_get(cfg.prov_pid, &r3);
     int64_t dlast = 0;
     int nd = 0;
     pthread_mutex_lock(&w.mu);
@@ -946,6 +1040,7 @@ static int cmd_run(void)
     printf("  provisioner CPU: %.3f ms per deleted volume; %.3f ms per provisioned + deleted "
            "volume (target <= 0.4 ms with a high budget)\n",
            (cpu3 - cpu1) / (nd ? nd : 1), (cpu3 - cpu0) / (nd ? nd : 1));
+    roles_print(&r1, &r3, nd ? nd : 1);
     printf("  driver volumes left: %d\n", vols);
     if (vols != 0) {
         fprintf(stderr, "bench_provision: the driver still holds %d volumes\n", vols);
