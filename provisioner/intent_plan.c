@@ -190,16 +190,57 @@ struct ent {
 struct prov_intent_set {
     size_t max_entries, max_bytes;
     struct ent *head;
+    /* Every claim sync and every deleted claim asks about its own entries,
+     * with up to max_entries of them held: uid -> entry (keys borrowed from
+     * the entries), and "namespace/name" -> how many of its entries are
+     * wanted (owned keys), so a claim with none is answered at once. */
+    struct lh_table *by_uid;
+    struct lh_table *wanted_by_claim;
     size_t wanted, wanted_bytes; /* entries not done, and their text */
     uint64_t seq;                /* last flush started */
     uint64_t flight;             /* the flush under way, 0: none */
 };
+
+/* One claim key's count of wanted entries; the table's key is `key`. */
+struct claim_count {
+    size_t n;
+    char key[];
+};
+
+static void free_claim_key(struct lh_entry *le)
+{
+    free(lh_entry_v(le));
+}
+
+/* Adds `delta` (+1 or -1) to the wanted entries of e's claim. */
+static void count_claim(prov_intent_set *s, const struct ent *e, int delta)
+{
+    char *key = util_asprintf("%s/%s", e->ns, e->name);
+    struct claim_count *cc = NULL;
+    if (lh_table_lookup_ex(s->wanted_by_claim, key, (void **)&cc)) {
+        if (delta > 0)
+            cc->n++;
+        else if (--cc->n == 0)
+            lh_table_delete(s->wanted_by_claim, key);
+    } else if (delta > 0) {
+        size_t len = strlen(key) + 1;
+        cc = util_calloc(1, sizeof(*cc) + len);
+        memcpy(cc->key, key, len);
+        cc->n = 1;
+        lh_table_insert(s->wanted_by_claim, cc->key, cc);
+    }
+    free(key);
+}
 
 prov_intent_set *prov_intent_set_new(size_t max_entries, size_t max_bytes)
 {
     prov_intent_set *s = util_calloc(1, sizeof(*s));
     s->max_entries = max_entries ? max_entries : 1;
     s->max_bytes = max_bytes;
+    s->by_uid = lh_kchar_table_new(64, NULL);
+    s->wanted_by_claim = lh_kchar_table_new(64, free_claim_key);
+    if (!s->by_uid || !s->wanted_by_claim)
+        abort();
     return s;
 }
 
@@ -221,15 +262,15 @@ void prov_intent_set_free(prov_intent_set *s)
         n = e->next;
         ent_free(e);
     }
+    lh_table_free(s->by_uid);
+    lh_table_free(s->wanted_by_claim);
     free(s);
 }
 
 static struct ent *find(const prov_intent_set *s, const char *uid)
 {
-    for (struct ent *e = s->head; e; e = e->next)
-        if (strcmp(e->uid, uid) == 0)
-            return e;
-    return NULL;
+    void *e = NULL;
+    return lh_table_lookup_ex(s->by_uid, uid, &e) ? e : NULL;
 }
 
 static void set_done(prov_intent_set *s, struct ent *e, bool done)
@@ -244,6 +285,7 @@ static void set_done(prov_intent_set *s, struct ent *e, bool done)
         s->wanted++;
         s->wanted_bytes += e->len + 1;
     }
+    count_claim(s, e, done ? -1 : +1);
 }
 
 /* Drops entries that are done and that no write in flight or landed may hold. */
@@ -253,6 +295,7 @@ static void prune(prov_intent_set *s)
         struct ent *e = *pp;
         if (e->done && !e->in_record && !e->flight) {
             *pp = e->next;
+            lh_table_delete(s->by_uid, e->uid);
             ent_free(e);
         } else {
             pp = &e->next;
@@ -270,6 +313,7 @@ static struct ent *add(prov_intent_set *s, const prov_intent *in, const char *te
     e->text = util_strdup(text);
     e->len = strlen(text);
     e->done = true; /* set_done counts it */
+    lh_table_insert(s->by_uid, e->uid, e);
     set_done(s, e, false);
     e->next = s->head;
     s->head = e;
@@ -488,6 +532,13 @@ int prov_intent_set_each(const prov_intent_set *s, const char *ns, const char *n
                          void (*fn)(void *ud, const prov_intent *in), void *ud)
 {
     int n = 0;
+    if (ns && name) {
+        char *key = util_asprintf("%s/%s", ns, name);
+        bool any = lh_table_lookup_entry(s->wanted_by_claim, key) != NULL;
+        free(key);
+        if (!any)
+            return 0;
+    }
     for (const struct ent *e = s->head; e; e = e->next) {
         if (e->done || (ns && strcmp(e->ns, ns) != 0) || (name && strcmp(e->name, name) != 0))
             continue;

@@ -519,6 +519,24 @@ static void test_each_finds_the_entries_of_one_claim_key(void **state)
     prov_intent_set_done(s, "u1");
     assert_int_equal(prov_intent_set_each(s, "default", "a", count_cb, &n), 1);
     assert_int_equal(prov_intent_set_each(s, "other", "a", count_cb, &n), 0);
+    /* The claim's last wanted entry done: none left for the key; joined
+     * again (a retried create), it is found again. */
+    prov_intent_set_done(s, "u2");
+    assert_int_equal(prov_intent_set_each(s, "default", "a", count_cb, &n), 0);
+    assert_int_equal(prov_intent_set_each(s, "default", "b", count_cb, &n), 1);
+    prov_intent_set_join(s, a2);
+    assert_int_equal(prov_intent_set_each(s, "default", "a", count_cb, &n), 1);
+    assert_true(prov_intent_set_has(s, "u2"));
+    assert_false(prov_intent_set_has(s, "u1"));
+    /* Flushed and written without them, done entries leave memory. */
+    char *text = NULL;
+    uint64_t seq = 0;
+    assert_int_equal(prov_intent_set_flush_begin(s, &text, &seq), 0);
+    prov_intent_set_flush_end(s, seq, 0);
+    free(text);
+    assert_false(prov_intent_set_has(s, "u1"));
+    assert_int_equal(prov_intent_set_count(s), 2);
+    assert_int_equal(prov_intent_set_each(s, NULL, NULL, count_cb, &n), 2);
     free(a);
     free(a2);
     free(b);
