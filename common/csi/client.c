@@ -42,7 +42,9 @@ struct csi_conn {
     /* Completion queues of finished calls, for the next ones: creating and
      * draining one per call cost about a third of a call's CPU. */
     pthread_mutex_t cq_mu;
-    grpc_completion_queue **cqs;
+    struct cq_slot {
+        grpc_completion_queue *cq;
+    } * cqs;
     size_t n_cqs, cap_cqs;
 };
 
@@ -51,7 +53,7 @@ static grpc_completion_queue *cq_take(csi_conn *c)
     grpc_completion_queue *cq = NULL;
     pthread_mutex_lock(&c->cq_mu);
     if (c->n_cqs)
-        cq = c->cqs[--c->n_cqs];
+        cq = c->cqs[--c->n_cqs].cq;
     pthread_mutex_unlock(&c->cq_mu);
     return cq ? cq : grpc_completion_queue_create_for_pluck(NULL);
 }
@@ -63,7 +65,7 @@ static void cq_give(csi_conn *c, grpc_completion_queue *cq)
     pthread_mutex_lock(&c->cq_mu);
     if (c->n_cqs == c->cap_cqs) {
         size_t cap = c->cap_cqs ? c->cap_cqs * 2 : 8;
-        grpc_completion_queue **n = realloc(c->cqs, cap * sizeof(*n));
+        struct cq_slot *n = realloc(c->cqs, cap * sizeof(*n));
         if (!n) {
             pthread_mutex_unlock(&c->cq_mu);
             csi_cq_destroy(cq);
@@ -72,7 +74,7 @@ static void cq_give(csi_conn *c, grpc_completion_queue *cq)
         c->cqs = n;
         c->cap_cqs = cap;
     }
-    c->cqs[c->n_cqs++] = cq;
+    c->cqs[c->n_cqs++].cq = cq;
     pthread_mutex_unlock(&c->cq_mu);
 }
 
@@ -220,7 +222,7 @@ void csi_conn_free(csi_conn *c)
     if (c->monitor_started)
         pthread_join(c->monitor, NULL);
     for (size_t i = 0; i < c->n_cqs; i++)
-        csi_cq_destroy(c->cqs[i]);
+        csi_cq_destroy(c->cqs[i].cq);
     free(c->cqs);
     pthread_mutex_destroy(&c->cq_mu);
     if (c->ch)

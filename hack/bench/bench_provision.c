@@ -448,8 +448,8 @@ static void roles_get(int pid, struct roles *r)
  * what threads that exited in between used is the remainder. */
 static void roles_print(const struct roles *a, const struct roles *b, int per)
 {
-    double used[ROLES_MAX], live = 0;
-    int order[ROLES_MAX];
+    double used[ROLES_MAX] = {0}, live = 0;
+    int order[ROLES_MAX] = {0};
     for (int i = 0; i < b->n; i++) {
         double before = 0;
         for (int j = 0; j < a->n; j++)
