@@ -173,30 +173,18 @@ run_case() {
     "(RssAnon $(mib "$(kib "$PROV_PID" RssAnon)") MiB, RssFile $(mib "$(kib "$PROV_PID" RssFile)") MiB: shared libraries)"
   sleep 1
   echo "  provisioner idle: $(proc_line)"
-  # the most threads while the run goes on, sampled every 50 ms
-  local peak_file="$d/peak"
-  (
-    peak=0
-    while kill -0 "$PROV_PID" 2>/dev/null; do
-      n=$(kib "$PROV_PID" Threads 2>/dev/null || echo 0)
-      [ "${n:-0}" -gt "$peak" ] && peak=$n && echo "$peak" >"$peak_file"
-      sleep 0.05
-    done
-  ) &
-  local sampler=$!
+  # (the helper samples the provisioner's threads while the run goes on)
   if ! "$HELPER" run --url="$URL" --count="$count" --prov-pid="$PROV_PID" --state-dir="$d/state" \
     --timeout=1800 "${HELPER_ARGS[@]}"; then
     status=1
     echo "  FAILED (see above); provisioner log tail:"
     grep -v '^I' "$d/prov.log" | tail -n 10 | sed 's/^/    /'
   fi
-  echo "  provisioner right after the run: $(proc_line); peak threads $(cat "$peak_file" 2>/dev/null || echo '?')"
+  echo "  provisioner right after the run: $(proc_line)"
   if [ "${QUIET_S:-0}" -gt 0 ]; then
     sleep "$QUIET_S"
     echo "  provisioner after ${QUIET_S} s of quiet: $(proc_line)"
   fi
-  kill "$sampler" 2>/dev/null || true
-  wait "$sampler" 2>/dev/null || true
   stop_all
   rm -rf "$d"
 }
