@@ -38,7 +38,7 @@ int ctrl_add_finalizer(prov_ctrl *c, const char *path, const json_object *obj, c
     char *patch = kobj_patch_add_finalizer(obj, fin, true);
     if (!patch)
         return util_err_set(-EINVAL, "adding finalizer %s to %s: malformed metadata", fin, path);
-    kube_resp r = {0};
+    kube_resp r = {.skip_body = true};
     int rc = kube_patch(c->o.kube, path, KUBE_PATCH_JSON, patch, &r);
     if (rc < 0)
         obs_v(2, "adding finalizer %s to %s: %s", fin, path, r.message);
@@ -74,7 +74,7 @@ int ctrl_remove_finalizer(prov_ctrl *c, const char *path, const json_object *obj
     int i = kobj_finalizer_index(obj, fin);
     if (i < 0)
         return 0;
-    kube_resp r = {0};
+    kube_resp r = {.skip_body = true};
     int rc = remove_at(c, path, i, fin, &r);
     if (rc < 0 && r.code == 422) {
         kube_resp_clear(&r);

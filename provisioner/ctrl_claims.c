@@ -436,7 +436,7 @@ static int provision(prov_ctrl *c, json_object *pvc, const char *path, const cha
         ctrl_event_failed(c, pvc, CSI_UNKNOWN, util_err_last());
         goto out;
     }
-    kube_resp r = {0};
+    kube_resp r = {.skip_body = true};
     rc = kube_create(c->o.kube, "/api/v1/persistentvolumes", pv, &r);
     if (rc < 0 && kube_is_already_exists(&r))
         rc = 0;

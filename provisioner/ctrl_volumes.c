@@ -140,7 +140,7 @@ int ctrl_sync_volume(prov_ctrl *c, const char *name)
     pthread_mutex_unlock(&c->done_mu);
 remove_pv:
     if (!deleting) {
-        kube_resp r = {0};
+        kube_resp r = {.skip_body = true};
         rc = kube_delete(c->o.kube, path, NULL, &r);
         if (rc < 0 && kube_is_not_found(&r))
             rc = 0;

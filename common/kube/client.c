@@ -640,9 +640,10 @@ void kube_client__decode(kube_resp *r, long code, const char *body, size_t len)
 {
     r->code = (int)code;
     r->reason[0] = r->message[0] = '\0';
-    if (!r->body && body && len)
+    bool ok = code >= 200 && code < 300;
+    if (!r->body && body && len && !(ok && r->skip_body))
         r->body = parse_json(body, len);
-    if (code >= 200 && code < 300)
+    if (ok)
         return;
     const char *kind = kobj_str(r->body, "kind");
     if (kind && strcmp(kind, "Status") == 0) {
@@ -787,7 +788,9 @@ int kube_request(kube_client *c, const char *method, const char *path, const cha
 int kube_request_prio(kube_client *c, enum kube_priority prio, const char *method, const char *path,
                       const char *content_type, const char *body, kube_resp *r)
 {
+    bool skip_body = r->skip_body; /* the one field that comes in */
     memset(r, 0, sizeof(*r));
+    r->skip_body = skip_body;
     char *url = util_asprintf("%s%s", c->base, path);
     char *shown = c->shown ? util_asprintf("%s%s", c->shown, path) : NULL;
     const char *log_url = shown ? shown : url;
@@ -841,7 +844,7 @@ int kube_request_prio(kube_client *c, enum kube_priority prio, const char *metho
             kube_client__decode(r, code, b.p, b.len);
             if (code >= 200 && code < 300) {
                 rc = 0;
-                if (head.json && b.len && !r->body) {
+                if (head.json && b.len && !r->body && !r->skip_body) {
                     rc = -EIO;
                     snprintf(r->message, sizeof(r->message), "cannot decode the response body");
                 }

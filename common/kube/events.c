@@ -155,6 +155,7 @@ static void write_event(kube_recorder *r, struct pending *p)
     struct slot *s = cache_find(&r->seen, akey);
     if (s) {
         s->d += 1;
+        resp.skip_body = true; /* nothing reads the Event written */
         char *ename = event_name(iname, s->i);
         char *path = kube_path(&KUBE_EVENT, p->ns, ename, NULL);
         json_object *patch = json_object_new_object();
@@ -202,6 +203,7 @@ static void write_event(kube_recorder *r, struct pending *p)
     json_object_object_add(ev, "reportingComponent", json_object_new_string(r->component));
     json_object_object_add(ev, "reportingInstance", json_object_new_string(r->host ? r->host : ""));
     char *coll = kube_path(&KUBE_EVENT, p->ns, NULL, NULL);
+    resp.skip_body = true;
     int rc = kube_request_prio(r->c, KUBE_PRIO_BACKGROUND, "POST", coll, "application/json",
                                json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN), &resp);
     free(coll);

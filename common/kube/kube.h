@@ -118,6 +118,10 @@ void kube_client_free(kube_client *c);
 void kube_client_trim(kube_client *c, size_t keep);
 
 typedef struct kube_resp {
+    /* In, set before the request: the caller reads nothing of a successful
+     * answer but its code, so a 2xx body is not parsed (body stays NULL);
+     * an error's Status still is. kube_resp_clear resets it. */
+    bool skip_body;
     int code;           /* HTTP status; 0 when no answer came */
     json_object *body;  /* parsed body, or NULL */
     char reason[64];    /* Status reason ("NotFound", "Conflict", ...) or "" */

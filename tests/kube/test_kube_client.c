@@ -482,6 +482,36 @@ static void test_status_not_found_is_decoded(void **state)
     kube_resp_clear(&r);
 }
 
+/* skip_body: a success is reported without parsing what came back; an
+ * error's Status is still read; kube_resp_clear resets the wish. */
+static void test_skip_body_leaves_successes_unparsed_but_not_errors(void **state)
+{
+    (void)state;
+    char *name = uname("skip");
+    kube_resp r = {.skip_body = true};
+    assert_int_equal(create_secret(C.c, "default", name, &r), 0);
+    assert_int_equal(r.code, 201);
+    assert_null(r.body);
+    kube_resp_clear(&r);
+    assert_false(r.skip_body);
+    r.skip_body = true;
+    assert_int_equal(create_secret(C.c, "default", name, &r), -EREMOTEIO);
+    assert_int_equal(r.code, 409);
+    assert_true(kube_is_already_exists(&r));
+    assert_non_null(r.body);
+    kube_resp_clear(&r);
+    char *path = kube_path(&KUBE_SECRET, "default", name, NULL);
+    assert_int_equal(kube_get(C.c, path, &r), 0);
+    assert_string_equal(jstr(r.body, "metadata.name"), name);
+    kube_resp_clear(&r);
+    r.skip_body = true;
+    assert_int_equal(kube_delete(C.c, path, NULL, &r), 0);
+    assert_null(r.body);
+    kube_resp_clear(&r);
+    free(path);
+    free(name);
+}
+
 static void test_status_already_exists_and_conflict_are_decoded(void **state)
 {
     (void)state;
@@ -1785,6 +1815,8 @@ int main(void)
         cmocka_unit_test_setup(test_crud_round_trip_of_a_secret, reset_faults),
         cmocka_unit_test_setup(test_crud_of_a_cluster_scoped_storage_class, reset_faults),
         cmocka_unit_test_setup(test_status_not_found_is_decoded, reset_faults),
+        cmocka_unit_test_setup(test_skip_body_leaves_successes_unparsed_but_not_errors,
+                               reset_faults),
         cmocka_unit_test_setup(test_status_already_exists_and_conflict_are_decoded, reset_faults),
         cmocka_unit_test_setup(test_status_invalid_carries_the_message, reset_faults),
         cmocka_unit_test_setup(test_patch_types_merge_json_and_strategic, reset_faults),
