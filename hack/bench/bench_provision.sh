@@ -11,6 +11,11 @@
 #   RUNS=0 hack/bench/bench_provision.sh     the memory cases (3.) only
 #   ONLY=error-rate CACHED=0 hack/bench/bench_provision.sh   one run by its title
 #   QUIET_S=60 hack/bench/bench_provision.sh  threads and memory also after 60 s of quiet
+#   PROV_WRAP="valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p" \
+#     ONLY="high client budget" CACHED=0 hack/bench/bench_provision.sh 200
+#                                            the provisioner under a wrapper: instruction
+#                                            counts that repeat, unlike CPU time (the CPU and
+#                                            memory lines then describe the wrapper)
 #
 # Runs, each against a fresh kube-lite, driver and provisioner:
 #   1. upstream's default client budget --kube-api-qps=5 --kube-api-burst=10
@@ -127,7 +132,8 @@ start_driver() {
 start_prov() {
   local d=$1
   shift
-  "$B/bin/csi-provisioner" --kubeconfig="$d/kubeconfig" --csi-address="$d/csi.sock" \
+  # shellcheck disable=SC2086 # PROV_WRAP is a command line, meant to split
+  ${PROV_WRAP:-} "$B/bin/csi-provisioner" --kubeconfig="$d/kubeconfig" --csi-address="$d/csi.sock" \
     --retry-interval-start=50ms --timeout=10s "$@" 2>"$d/prov.log" &
   PROV_PID=$!
   for _ in $(seq 1 6000); do
