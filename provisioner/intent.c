@@ -488,12 +488,7 @@ int ctrl_intent_join(prov_ctrl *c, const json_object *pvc, const json_object *sc
             return 0;
         }
         pthread_mutex_lock(&it->mu);
-        if (w.st == PROV_INTENT_FAILED || w.st == PROV_INTENT_INVALID) {
-            rc = util_err_set(w.err < 0 ? w.err : -EIO,
-                              "recording the intent to create a volume for claim %s/%s failed",
-                              kobj_namespace(pvc), kobj_name(pvc));
-            break;
-        }
+        /* FAILED and INVALID are reported by the status check above. */
     }
     if (rc == 0 && !durable)
         rc = util_err_set(-ECANCELED, "stopping: claim %s/%s not provisioned", kobj_namespace(pvc),
