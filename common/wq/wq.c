@@ -666,12 +666,19 @@ util_duration wq_backoff(wq *q, const char *key)
 
 /* wq_get with q->mu held (released on return); until `deadline` (0: no
  * limit), then -ETIMEDOUT. */
-static int get_locked(wq *q, char **key, util_duration deadline)
+/* Waits for a key: 0 with *key set and q->mu unlocked, or -ETIMEDOUT or
+ * -ESHUTDOWN with q->mu still held. A pool worker passes pool_waiting: it
+ * counts as waiting until it takes a key or gives up, and stops counting
+ * under the same lock, so a key added meanwhile never counts on a worker
+ * that is already busy (the pool would not grow for it). */
+static int get_locked(wq *q, char **key, util_duration deadline, int *waiting)
 {
     delta d;
     delta_init(&d);
 
     *key = NULL;
+    if (waiting)
+        (*waiting)++;
     while (q->head == NULL && !q->shutting_down) {
         if (deadline == 0) {
             pthread_cond_wait(&q->cv, &q->mu);
@@ -680,15 +687,16 @@ static int get_locked(wq *q, char **key, util_duration deadline)
         struct timespec ts = mono_timespec(deadline);
         if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT && q->head == NULL &&
             !q->shutting_down) {
-            pthread_mutex_unlock(&q->mu);
+            if (waiting)
+                (*waiting)--;
             return -ETIMEDOUT;
         }
     }
+    if (waiting)
+        (*waiting)--;
     /* Without drain the FIFO was emptied at shutdown and stays empty. */
-    if (q->head == NULL) {
-        pthread_mutex_unlock(&q->mu);
+    if (q->head == NULL)
         return -ESHUTDOWN;
-    }
     entry *e = fifo_pop(q);
     util_duration now = util_now_mono();
     e->dirty = false;
@@ -705,7 +713,10 @@ static int get_locked(wq *q, char **key, util_duration deadline)
 int wq_get(wq *q, char **key)
 {
     pthread_mutex_lock(&q->mu);
-    return get_locked(q, key, 0);
+    int rc = get_locked(q, key, 0, NULL);
+    if (rc < 0)
+        pthread_mutex_unlock(&q->mu);
+    return rc;
 }
 
 void wq_done(wq *q, const char *key)
@@ -777,6 +788,20 @@ static struct pool_thread *pool_leave_locked(wq *q, struct pool_thread *self)
     return old;
 }
 
+/* One key through the pool's sync, then back to the queue as its result says. */
+static void pool_run(wq *q, char *key)
+{
+    int rc = q->pool.sync(q->pool.ud, key);
+    if (rc == 0)
+        wq_forget(q, key);
+    else if (rc > 0)
+        wq_add_after(q, key, q->pool.slow_delay);
+    else
+        wq_add_rate_limited(q, key);
+    wq_done(q, key);
+    free(key);
+}
+
 static void *pool_main(void *arg)
 {
     struct pool_thread *self = arg;
@@ -786,11 +811,14 @@ static void *pool_main(void *arg)
         char *key = NULL;
         pthread_mutex_lock(&q->mu);
         bool extra = q->pool_threads > q->pool.min_workers;
-        q->pool_waiting++;
-        int rc = get_locked(q, &key, extra ? util_now_mono() + q->pool.idle_exit : 0);
-        pthread_mutex_lock(&q->mu);
-        q->pool_waiting--;
-        /* A timed-out thread leaves only while others keep the minimum. */
+        int rc = get_locked(q, &key, extra ? util_now_mono() + q->pool.idle_exit : 0,
+                            &q->pool_waiting);
+        if (rc == 0) {
+            pool_run(q, key);
+            continue;
+        }
+        /* Still locked. A timed-out thread leaves only while others keep
+         * the minimum. */
         if (rc == -ESHUTDOWN || (rc == -ETIMEDOUT && q->pool_threads > q->pool.min_workers)) {
             struct pool_thread *old = pool_leave_locked(q, self);
             bool back_to_min = rc == -ETIMEDOUT && q->pool_threads == q->pool.min_workers;
@@ -806,17 +834,6 @@ static void *pool_main(void *arg)
             return NULL;
         }
         pthread_mutex_unlock(&q->mu);
-        if (rc < 0)
-            continue;
-        rc = q->pool.sync(q->pool.ud, key);
-        if (rc == 0)
-            wq_forget(q, key);
-        else if (rc > 0)
-            wq_add_after(q, key, q->pool.slow_delay);
-        else
-            wq_add_rate_limited(q, key);
-        wq_done(q, key);
-        free(key);
     }
 }
 
