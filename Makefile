@@ -9,9 +9,19 @@ CC      ?= gcc
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 
-PKGS     := grpc libprotobuf-c json-c libcurl yaml-0.1 libmicrohttpd libcrypto
+PKGS     := grpc_unsecure libprotobuf-c json-c libcurl yaml-0.1 libmicrohttpd libcrypto
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
-PKG_LIBS   = $(shell pkg-config --libs $(PKGS)) -lpthread
+# gRPC is linked statically, in its build without TLS (the driver's and the
+# kubelet's sockets are unix sockets), with abseil and its other helpers, and
+# so are the small C libraries: one object instead of some fifty shared ones
+# whose relocations each dirty pages of every process (idle provisioner:
+# VmRSS 20.6 -> 17.1 MiB, private dirty 3.2 -> 2.5 MiB). libcurl,
+# libmicrohttpd and OpenSSL stay shared (their own dependencies do not come
+# as static archives).
+STATIC_LIBS = $(filter-out -latomic -lrt,$(shell pkg-config --static --libs-only-l grpc_unsecure)) \
+	-lupb -laddress_sorting -lcares -lprotobuf-c -ljson-c -lyaml
+PKG_LIBS   = -Wl,-Bstatic $(STATIC_LIBS) -Wl,-Bdynamic \
+	$(shell pkg-config --libs libcurl libmicrohttpd libcrypto zlib) -lstdc++ -lm -latomic -lrt -lpthread
 
 WARN    := -Wall -Wextra -Wshadow -Wformat=2 -Werror
 CFLAGS  ?= -O2 -g

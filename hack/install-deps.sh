@@ -7,7 +7,7 @@ set -euo pipefail
 PKGS=(
   build-essential pkg-config make gcc clang
   clang-format clang-tidy cppcheck valgrind
-  libgrpc-dev protobuf-compiler protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev
+  libgrpc-dev libabsl-dev libc-ares-dev zlib1g-dev protobuf-compiler protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev
   libjson-c-dev libcurl4-openssl-dev libyaml-dev libmicrohttpd-dev libcmocka-dev
   libssl-dev uuid-dev
   curl python3 procps openssl util-linux jq coreutils podman libclang-rt-14-dev
