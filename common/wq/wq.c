@@ -811,8 +811,8 @@ static void *pool_main(void *arg)
         char *key = NULL;
         pthread_mutex_lock(&q->mu);
         bool extra = q->pool_threads > q->pool.min_workers;
-        int rc = get_locked(q, &key, extra ? util_now_mono() + q->pool.idle_exit : 0,
-                            &q->pool_waiting);
+        int rc =
+            get_locked(q, &key, extra ? util_now_mono() + q->pool.idle_exit : 0, &q->pool_waiting);
         if (rc == 0) {
             pool_run(q, key);
             continue;
