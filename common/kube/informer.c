@@ -575,18 +575,17 @@ static int on_event(void *ud, const char *type, json_object *obj)
         count_malformed(inf);
         return 0;
     }
-    if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0) {
-        json_object *copy = NULL;
-        json_object_deep_copy(obj, &copy, NULL);
-        apply_upsert(inf, copy);
-        json_object_put(copy);
-    } else if (strcmp(type, "DELETED") == 0) {
-        json_object *copy = NULL;
-        json_object_deep_copy(obj, &copy, NULL);
-        apply_delete(inf, copy);
-        json_object_put(copy);
-    }
-    set_last_rv(inf, rv);
+    /* The event's object is ours to change until the watch frees the
+     * event after this call: it is slimmed in place, not copied (a copy
+     * and its free cost about a sixth of the provisioner's instructions).
+     * The slimming may drop the resourceVersion, so it is kept apart. */
+    char *kept_rv = util_strdup(rv);
+    if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0)
+        apply_upsert(inf, obj);
+    else if (strcmp(type, "DELETED") == 0)
+        apply_delete(inf, obj);
+    set_last_rv(inf, kept_rv);
+    free(kept_rv);
     return 0;
 }
 

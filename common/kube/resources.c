@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kube/kube.h"
+#include "util/util.h"
 
 #define CORE(res, kind, ns)                                                                        \
     {                                                                                              \
@@ -42,46 +43,63 @@ const kube_resource KUBE_VOLUMESNAPSHOT = SNAP("volumesnapshots", "VolumeSnapsho
 const kube_resource KUBE_VOLUMESNAPSHOTCONTENT =
     SNAP("volumesnapshotcontents", "VolumeSnapshotContent", false);
 
-/* Appends one path segment, percent-escaping everything outside RFC 3986's
- * unreserved set: a name can never inject "/", "?" or "%" into the path. */
-static void put_segment(FILE *f, const char *s)
+/* Appends one path segment at p, percent-escaping everything outside RFC
+ * 3986's unreserved set: a name can never inject "/", "?" or "%" into the
+ * path. Returns the end; the caller sized the buffer for 3 bytes per byte. */
+static char *put_segment(char *p, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
-    fputc('/', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-            *p == '-' || *p == '.' || *p == '_' || *p == '~') {
-            fputc(*p, f);
+    *p++ = '/';
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            *c == '-' || *c == '.' || *c == '_' || *c == '~') {
+            *p++ = (char)*c;
         } else {
-            fputc('%', f);
-            fputc(hex[*p >> 4], f);
-            fputc(hex[*p & 15], f);
+            *p++ = '%';
+            *p++ = hex[*c >> 4];
+            *p++ = hex[*c & 15];
         }
     }
+    return p;
 }
 
+static char *put_text(char *p, const char *s)
+{
+    size_t n = strlen(s);
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* Built in one buffer sized up front: this runs for every request. */
 char *kube_path(const kube_resource *r, const char *ns, const char *name, const char *sub)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        abort();
-    if (r->group[0])
-        fprintf(f, "/apis/%s/%s", r->group, r->version);
-    else
-        fprintf(f, "/api/%s", r->version);
-    if (r->namespaced && ns && *ns) {
-        fputs("/namespaces", f);
-        put_segment(f, ns);
+    bool in_ns = r->namespaced && ns && *ns;
+    size_t cap = sizeof("/apis///namespaces///") + strlen(r->group) + strlen(r->version) +
+                 strlen(r->resource) + (in_ns ? 3 * strlen(ns) + 1 : 0) +
+                 (name ? 3 * strlen(name) + 1 : 0) + (sub ? strlen(sub) + 1 : 0);
+    char *buf = util_calloc(1, cap);
+    char *p = buf;
+    if (r->group[0]) {
+        p = put_text(p, "/apis/");
+        p = put_text(p, r->group);
+        *p++ = '/';
+    } else {
+        p = put_text(p, "/api/");
     }
-    fprintf(f, "/%s", r->resource);
+    p = put_text(p, r->version);
+    if (in_ns) {
+        p = put_text(p, "/namespaces");
+        p = put_segment(p, ns);
+    }
+    *p++ = '/';
+    p = put_text(p, r->resource);
     if (name)
-        put_segment(f, name);
+        p = put_segment(p, name);
     /* A subresource is a fixed word of ours ("status"), not user input. */
-    if (sub)
-        fprintf(f, "/%s", sub);
-    if (fclose(f) != 0 || !buf)
-        abort();
+    if (sub) {
+        *p++ = '/';
+        p = put_text(p, sub);
+    }
+    *p = '\0';
     return buf;
 }

@@ -378,6 +378,10 @@ static void test_kube_path_builds_paths_and_escapes_names(void **state)
          "/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents/c"},
         {&KUBE_NODE, NULL, "node-1", NULL, "/api/v1/nodes/node-1"},
         {&KUBE_SECRET, "n s", "a/b?c%d", NULL, "/api/v1/namespaces/n%20s/secrets/a%2Fb%3Fc%25d"},
+        /* every byte escaped: the buffer is sized for three per byte */
+        {&KUBE_LEASE, "%%%", "////", "status",
+         "/apis/coordination.k8s.io/v1/namespaces/%25%25%25/leases/%2F%2F%2F%2F/status"},
+        {&KUBE_SECRET, "", "\xff\x01", NULL, "/api/v1/secrets/%FF%01"},
         {&KUBE_VOLUMEATTRIBUTESCLASS, NULL, NULL, NULL,
          "/apis/storage.k8s.io/v1/volumeattributesclasses"},
     };
