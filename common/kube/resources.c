@@ -63,10 +63,11 @@ static char *put_segment(char *p, const char *s)
     return p;
 }
 
+/* Copies s with its terminator and returns where the next text goes. */
 static char *put_text(char *p, const char *s)
 {
     size_t n = strlen(s);
-    memcpy(p, s, n);
+    memcpy(p, s, n + 1);
     return p + n;
 }
 
