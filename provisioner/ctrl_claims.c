@@ -300,10 +300,12 @@ static bool rescheduled_stale(prov_ctrl *c, const json_object *pvc)
     return stale;
 }
 
-static int provision(prov_ctrl *c, json_object *pvc, const char *path, const char *volname)
+/* sc: the claim's class as the caller read it (NULL when missing); this
+ * function owns it. */
+static int provision(prov_ctrl *c, json_object *pvc, json_object *sc, const char *path,
+                     const char *volname)
 {
     const char *class = prov_pvc_class(pvc);
-    json_object *sc = class ? kube_informer_get(c->classes, NULL, class) : NULL;
     const char *lv[1];
     ctrl_class_label(sc, lv);
     if (!sc) {
@@ -513,11 +515,8 @@ static int cleanup_needed(prov_ctrl *c, const json_object *pvc, const char *path
  * be behind a PV just made). 1 yes, 0 no, -errno when the API did not say. */
 static int pv_exists(prov_ctrl *c, const char *volname)
 {
-    json_object *pv = kube_informer_get(c->pvs, NULL, volname);
-    if (pv) {
-        json_object_put(pv);
+    if (kube_informer_has(c->pvs, NULL, volname))
         return 1;
-    }
     char *path = kube_path(&KUBE_PV, NULL, volname, NULL);
     kube_resp r = {0};
     int rc = kube_get(c->o.kube, path, &r);
@@ -663,9 +662,7 @@ int ctrl_sync_claim(prov_ctrl *c, const char *key)
      * restart is in the cache; one made moments ago by this process may not
      * be yet, and then CreateVolume (idempotent) and the PV create
      * (AlreadyExists) simply repeat. */
-    json_object *pv = kube_informer_get(c->pvs, NULL, volname);
-    if (pv) {
-        json_object_put(pv);
+    if (kube_informer_has(c->pvs, NULL, volname)) {
         ctrl_intent_done(c, kobj_uid(pvc));
         if (ours)
             rc = ctrl_release_claim(c, path, pvc);
@@ -682,10 +679,11 @@ int ctrl_sync_claim(prov_ctrl *c, const char *key)
     json_object *sc = class ? kube_informer_get(c->classes, NULL, class) : NULL;
     const char *mode = sc ? kobj_str(sc, "volumeBindingMode") : NULL;
     bool wffc = mode && strcmp(mode, "WaitForFirstConsumer") == 0;
-    json_object_put(sc);
-    if (wffc && !prov_selected_node(pvc))
+    if (wffc && !prov_selected_node(pvc)) {
+        json_object_put(sc);
         goto out; /* waits for the scheduler */
-    rc = provision(c, pvc, path, volname);
+    }
+    rc = provision(c, pvc, sc, path, volname);
 out:
     if (rc == 0 && protect < 0)
         rc = protect;

@@ -101,10 +101,8 @@ int ctrl_sync_volume(prov_ctrl *c, const char *name)
      * entry only after the cache dropped the PV, so a miss above with the
      * PV still cached means it was never deleted. Without this look, a
      * stale copy sent a second DeleteVolume. */
-    json_object *still = kube_informer_get(c->pvs, NULL, name);
-    if (!still)
+    if (!kube_informer_has(c->pvs, NULL, name))
         goto out;
-    json_object_put(still);
     util_duration start = util_now_mono();
     json_object *secret_data = NULL;
     const char *sname = kobj_annotation(pv, ANN_DELETE_SECRET_NAME);

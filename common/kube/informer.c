@@ -245,6 +245,16 @@ json_object *kube_informer_get(kube_informer *inf, const char *ns, const char *n
     return obj;
 }
 
+bool kube_informer_has(kube_informer *inf, const char *ns, const char *name)
+{
+    char *key = ns && *ns ? util_asprintf("%s/%s", ns, name) : util_strdup(name);
+    pthread_rwlock_rdlock(&inf->lock);
+    bool found = lh_table_lookup_entry(inf->cache, key) != NULL;
+    pthread_rwlock_unlock(&inf->lock);
+    free(key);
+    return found;
+}
+
 /* Copies the texts under the lock, parses and calls outside it, so a
  * callback may read the informer again. */
 static void call_each(char **texts, size_t n, void (*fn)(void *ud, json_object *obj), void *ud)

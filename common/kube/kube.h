@@ -232,6 +232,8 @@ void kube_informer_free(kube_informer *inf);
 
 /* A parsed copy of the cached object (json_object_put it), or NULL. */
 json_object *kube_informer_get(kube_informer *inf, const char *ns, const char *name);
+/* Whether the object is cached, without parsing it. */
+bool kube_informer_has(kube_informer *inf, const char *ns, const char *name);
 /* Calls fn for every cached object (parsed copies, borrowed for the call). */
 void kube_informer_each(kube_informer *inf, void (*fn)(void *ud, json_object *obj), void *ud);
 /* Calls fn for the objects whose index `name` has `key`. */

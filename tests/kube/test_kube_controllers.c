@@ -227,6 +227,9 @@ static void test_informer_lists_then_follows_changes(void **state)
     assert_null(jstr_path(a, "metadata", "managedFields"));
     json_object_put(a);
     assert_null(kube_informer_get(inf, "default", "b"));
+    assert_true(kube_informer_has(inf, "default", "a"));
+    assert_false(kube_informer_has(inf, "default", "b"));
+    assert_false(kube_informer_has(inf, "other", "a"));
     int n = 0;
     assert_int_equal(kube_informer_by_index(inf, "label", "y", count_obj, &n), 0);
     assert_int_equal(n, 2); /* a (moved to y) and c */
@@ -330,6 +333,8 @@ static void test_informer_keep_filters_what_is_cached(void **state)
     assert_int_equal(l.updates, 0);
     json_object *k1 = kube_informer_get(inf, "default", "k1");
     assert_null(k1);
+    assert_false(kube_informer_has(inf, "default", "k1"));
+    assert_true(kube_informer_has(inf, "default", "k2"));
     k2 = kube_informer_get(inf, "default", "k2");
     assert_non_null(k2);
     assert_string_equal(jstr_path(k2, "data", "v"), "2");
