@@ -587,7 +587,7 @@ static int on_event(void *ud, const char *type, json_object *obj)
     }
     /* The event's object is ours to change until the watch frees the
      * event after this call: it is slimmed in place, not copied (a copy
-     * and its free cost about a sixth of the provisioner's instructions).
+     * and its free cost about a tenth of the provisioner's instructions).
      * The slimming may drop the resourceVersion, so it is kept apart. */
     char *kept_rv = util_strdup(rv);
     if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0)

@@ -664,13 +664,12 @@ util_duration wq_backoff(wq *q, const char *key)
     return d;
 }
 
-/* wq_get with q->mu held (released on return); until `deadline` (0: no
- * limit), then -ETIMEDOUT. */
-/* Waits for a key: 0 with *key set and q->mu unlocked, or -ETIMEDOUT or
- * -ESHUTDOWN with q->mu still held. A pool worker passes pool_waiting: it
- * counts as waiting until it takes a key or gives up, and stops counting
- * under the same lock, so a key added meanwhile never counts on a worker
- * that is already busy (the pool would not grow for it). */
+/* wq_get with q->mu held, until `deadline` (0: no limit): 0 with *key set
+ * and q->mu unlocked, or -ETIMEDOUT or -ESHUTDOWN with q->mu still held.
+ * A pool worker passes pool_waiting: it counts as waiting until it takes a
+ * key or gives up, and stops counting under the same lock, so a key added
+ * meanwhile never counts on a worker that is already busy (the pool would
+ * not grow for it). */
 static int get_locked(wq *q, char **key, util_duration deadline, int *waiting)
 {
     delta d;
