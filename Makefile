@@ -15,7 +15,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 # kubelet's sockets are unix sockets), with abseil and its other helpers, and
 # so are the small C libraries: one object instead of some fifty shared ones
 # whose relocations each dirty pages of every process (idle provisioner:
-# VmRSS 20.6 -> 17.1 MiB, private dirty 3.2 -> 2.5 MiB). libcurl,
+# VmRSS 20.5 -> 16.7 MiB, private dirty 3.2 -> 2.5 MiB). libcurl,
 # libmicrohttpd and OpenSSL stay shared (their own dependencies do not come
 # as static archives).
 STATIC_LIBS = $(filter-out -latomic -lrt,$(shell pkg-config --static --libs-only-l grpc_unsecure)) \

@@ -222,19 +222,21 @@ static json_object *parse_entry(const struct entry *e)
 
 /* ---- public reads -------------------------------------------------------------- */
 
+/* The cache key: "namespace/name", or the name of a cluster object. */
+static char *key_of(const char *ns, const char *name)
+{
+    return ns && *ns ? util_asprintf("%s/%s", ns, name) : util_strdup(name);
+}
+
 char *kube_key(const json_object *obj)
 {
-    const char *n = kobj_name(obj), *s = kobj_namespace(obj);
-    if (!n)
-        n = "";
-    if (s && *s)
-        return util_asprintf("%s/%s", s, n);
-    return util_strdup(n);
+    const char *n = kobj_name(obj);
+    return key_of(kobj_namespace(obj), n ? n : "");
 }
 
 json_object *kube_informer_get(kube_informer *inf, const char *ns, const char *name)
 {
-    char *key = ns && *ns ? util_asprintf("%s/%s", ns, name) : util_strdup(name);
+    char *key = key_of(ns, name);
     pthread_rwlock_rdlock(&inf->lock);
     struct entry *e = NULL;
     json_object *obj = NULL;
@@ -247,7 +249,7 @@ json_object *kube_informer_get(kube_informer *inf, const char *ns, const char *n
 
 bool kube_informer_has(kube_informer *inf, const char *ns, const char *name)
 {
-    char *key = ns && *ns ? util_asprintf("%s/%s", ns, name) : util_strdup(name);
+    char *key = key_of(ns, name);
     pthread_rwlock_rdlock(&inf->lock);
     bool found = lh_table_lookup_entry(inf->cache, key) != NULL;
     pthread_rwlock_unlock(&inf->lock);

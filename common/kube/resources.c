@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "kube/kube.h"
-#include "util/util.h"
 
 #define CORE(res, kind, ns)                                                                        \
     {                                                                                              \
@@ -78,7 +77,9 @@ char *kube_path(const kube_resource *r, const char *ns, const char *name, const 
     size_t cap = sizeof("/apis///namespaces///") + strlen(r->group) + strlen(r->version) +
                  strlen(r->resource) + (in_ns ? 3 * strlen(ns) + 1 : 0) +
                  (name ? 3 * strlen(name) + 1 : 0) + (sub ? strlen(sub) + 1 : 0);
-    char *buf = util_calloc(1, cap);
+    char *buf = malloc(cap);
+    if (!buf)
+        abort();
     char *p = buf;
     if (r->group[0]) {
         p = put_text(p, "/apis/");
@@ -101,6 +102,7 @@ char *kube_path(const kube_resource *r, const char *ns, const char *name, const 
         *p++ = '/';
         p = put_text(p, sub);
     }
+    /* put_text left the terminator; a segment may end the path instead. */
     *p = '\0';
     return buf;
 }
