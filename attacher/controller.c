@@ -112,8 +112,7 @@ static void overlay_put(att_ctrl *c, const json_object *obj, bool detached)
     if (!uid)
         return;
     struct written *w = util_calloc(1, sizeof(*w));
-    w->json = util_strdup(json_object_to_json_string_ext(
-        (json_object *)obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    w->json = kobj_to_text(obj, NULL);
     w->rv = util_strdup(rv ? rv : "");
     w->detached = detached;
     w->at = util_now_mono();
@@ -183,7 +182,7 @@ static json_object *fresh(att_ctrl *c, json_object *cached, bool *detached)
     pthread_mutex_unlock(&c->mu);
     if (!text)
         return cached;
-    json_object *o = json_tokener_parse(text);
+    json_object *o = kobj_parse_text(text, strlen(text));
     free(text);
     if (!o)
         return cached;

@@ -19,8 +19,6 @@
 
 #include "kobj/kobj.h"
 
-#define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
-
 /* ---- names -------------------------------------------------------------------------- */
 
 char *att_finalizer(const char *driver)
@@ -143,7 +141,7 @@ static char *node_annotation_id(const char *driver, const json_object *node)
     const char *text = kobj_annotation(node, ATT_ANN_NODE_IDS);
     if (!text)
         return NULL;
-    json_object *map = json_tokener_parse(text);
+    json_object *map = kobj_parse_text(text, strlen(text));
     const char *id = kobj_str(map, driver);
     char *r = id && *id ? util_strdup(id) : NULL;
     json_object_put(map);
@@ -536,7 +534,7 @@ static char *status_patch(json_object *status)
 {
     json_object *root = json_object_new_object();
     json_object_object_add(root, "status", status);
-    char *s = util_strdup(json_object_to_json_string_ext(root, JSON_FLAGS));
+    char *s = kobj_to_text(root, NULL);
     json_object_put(root);
     return s;
 }
@@ -650,7 +648,7 @@ int att_patch_va_meta(const json_object *va, const char *finalizer, const char *
     json_object *ops = NULL;
     if (need_fin) {
         char *text = kobj_patch_add_finalizer(va, finalizer, false);
-        ops = text ? json_tokener_parse(text) : NULL;
+        ops = text ? kobj_parse_text(text, strlen(text)) : NULL;
         free(text);
         if (!kobj_typed(ops, json_type_array)) {
             json_object_put(ops);
@@ -681,7 +679,7 @@ int att_patch_va_meta(const json_object *va, const char *finalizer, const char *
             free(key);
         }
     }
-    *out = util_strdup(json_object_to_json_string_ext(ops, JSON_FLAGS));
+    *out = kobj_to_text(ops, NULL);
     json_object_put(ops);
     return 0;
 }

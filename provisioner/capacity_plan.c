@@ -498,7 +498,7 @@ int prov_cap_decide(const prov_cap_config *cc, const json_object *existing, int6
     json_object_object_add(p, "metadata", m);
     json_object_object_add(p, "capacity", quantity(capacity));
     json_object_object_add(p, "maximumVolumeSize", max_size ? quantity(*max_size) : NULL);
-    *patch = util_strdup(json_object_to_json_string_ext(p, JSON_C_TO_STRING_PLAIN));
+    *patch = kobj_to_text(p, NULL);
     json_object_put(p);
     *action = PROV_CAP_UPDATE;
     return 0;

@@ -540,7 +540,7 @@ static void collect_one(void *ud, const prov_intent *in)
     json_object *e = json_object_new_object();
     json_object_object_add(e, "claim", prov_intent_claim(in));
     json_object_object_add(e, "volume", json_object_new_string(in->volume));
-    col->texts[col->n++] = util_strdup(json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN));
+    col->texts[col->n++] = kobj_to_text(e, NULL);
     json_object_put(e);
 }
 
@@ -557,7 +557,7 @@ int ctrl_intent_each(prov_ctrl *c, const char *ns, const char *name,
     pthread_mutex_unlock(&it->mu);
     int rc = 0;
     for (size_t i = 0; i < col.n; i++) {
-        json_object *o = json_tokener_parse(col.texts[i]);
+        json_object *o = kobj_parse_text(col.texts[i], strlen(col.texts[i]));
         prov_intent in;
         if (o && prov_intent_decode(o, &in) == 0) {
             int r = fn(c, &in, ud);

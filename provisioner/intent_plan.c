@@ -128,10 +128,13 @@ int prov_intent_encode(const json_object *pvc, const json_object *sc, const char
         json_object *e = json_object_new_object();
         json_object_object_add(e, "claim", skeleton(pvc, sc, pass == 0));
         json_object_object_add(e, "volume", json_object_new_string(volume));
-        const char *s = json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN);
-        size_t n = strlen(s);
-        if (n <= PROV_INTENT_ENTRY_MAX || pass == 1)
-            *text = n <= PROV_INTENT_ENTRY_MAX ? util_strdup(s) : NULL;
+        size_t n = 0;
+        char *s = kobj_to_text(e, &n);
+        if (n <= PROV_INTENT_ENTRY_MAX || pass == 1) {
+            *text = n <= PROV_INTENT_ENTRY_MAX ? s : NULL;
+            s = n <= PROV_INTENT_ENTRY_MAX ? NULL : s;
+        }
+        free(s);
         json_object_put(e);
         if (*text)
             return 0;
@@ -328,7 +331,7 @@ static bool is_durable(const prov_intent_set *s, const struct ent *e)
 
 prov_intent_status prov_intent_set_join(prov_intent_set *s, const char *text)
 {
-    json_object *o = text ? json_tokener_parse(text) : NULL;
+    json_object *o = text ? kobj_parse_text(text, strlen(text)) : NULL;
     prov_intent in;
     if (!o || prov_intent_decode(o, &in) < 0) {
         json_object_put(o);
@@ -494,7 +497,7 @@ size_t prov_intent_set_merge(prov_intent_set *s, const char *text, size_t *skipp
         (*skipped)++;
         return 0;
     }
-    json_object *o = json_tokener_parse(text);
+    json_object *o = kobj_parse_text(text, len);
     json_object *arr = kobj_arr(o, "entries");
     if (!arr) {
         (*skipped)++;
@@ -511,14 +514,17 @@ size_t prov_intent_set_merge(prov_intent_set *s, const char *text, size_t *skipp
         }
         if (find(s, in.uid))
             continue; /* known here (a duplicate, or ours) */
-        const char *t = json_object_to_json_string_ext(item, JSON_C_TO_STRING_PLAIN);
-        if (strlen(t) > PROV_INTENT_ENTRY_MAX) {
+        size_t tl = 0;
+        char *t = kobj_to_text(item, &tl);
+        if (tl > PROV_INTENT_ENTRY_MAX) {
+            free(t);
             (*skipped)++;
             continue;
         }
         /* Already in the record: durable, whatever the bounds (an intent is
          * never dropped; the bounds only hold back new joiners). */
         struct ent *e = add(s, &in, t);
+        free(t);
         e->durable = e->in_record = e->recovered = true;
         added++;
         if (fn)
@@ -542,7 +548,7 @@ int prov_intent_set_each(const prov_intent_set *s, const char *ns, const char *n
     for (const struct ent *e = s->head; e; e = e->next) {
         if (e->done || (ns && strcmp(e->ns, ns) != 0) || (name && strcmp(e->name, name) != 0))
             continue;
-        json_object *o = json_tokener_parse(e->text);
+        json_object *o = kobj_parse_text(e->text, strlen(e->text));
         prov_intent in;
         if (o && prov_intent_decode(o, &in) == 0) {
             fn(ud, &in);

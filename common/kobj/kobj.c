@@ -12,9 +12,6 @@
 
 #include "util/util.h"
 
-/* Compact, and "/" left alone so patch paths read as written. */
-#define KOBJ_TEXT_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
-
 /* ---- typed getters ---------------------------------------------------------- */
 
 json_object *kobj_typed(const json_object *o, json_type t)
@@ -278,7 +275,7 @@ static void patch_op(json_object *ops, const char *op, const char *path, bool wi
 
 static char *patch_text(json_object *ops)
 {
-    char *s = util_strdup(json_object_to_json_string_ext(ops, KOBJ_TEXT_FLAGS));
+    char *s = kobj_to_text(ops, NULL);
     json_object_put(ops);
     return s;
 }

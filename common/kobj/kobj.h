@@ -130,4 +130,39 @@ char *kobj_patch_set_annotation(const json_object *o, const char *key, const cha
  * caller frees. For annotation and label keys in patch paths. */
 char *kobj_pointer_escape(const char *segment);
 
+/* ---- JSON text (json.c) ------------------------------------------------------------ */
+
+/* Containers nested deeper than this are refused: parsing recurses. */
+#define KOBJ_JSON_DEPTH 64
+
+/*
+ * Parses the JSON value at the start of text[0..len) (leading whitespace
+ * skipped) into a json-c tree: 0 with *out (NULL for a JSON null) and
+ * *used, the bytes up to the value's end; -EAGAIN when the text ends
+ * inside the value; -EINVAL for bad JSON, with util_err_last() naming the
+ * byte. Strict JSON as json-c's strict mode reads it (see json.c).
+ */
+int kobj_parse(const char *text, size_t len, size_t *used, json_object **out);
+/* The tree of a text that is one value and whitespace; NULL for anything
+ * else (bad JSON, trailing text, a JSON null), util_err_last() saying why. */
+json_object *kobj_parse_text(const char *text, size_t len);
+/* Compact JSON text of `o` (NULL: "null"), "/" left as it is; the caller
+ * frees. *len (may be NULL) gets its length. */
+char *kobj_to_text(const json_object *o, size_t *len);
+
+/*
+ * Finds where an object or array in a stream ends without parsing it, so a
+ * value that arrives in pieces is parsed once, whole. Feed the pieces in
+ * order to kobj_frame_scan(): it answers the bytes of this piece up to and
+ * including the value's last byte, 0 when the value goes on, or -EINVAL
+ * when the stream holds something that is not an object or array or nests
+ * deeper than KOBJ_JSON_DEPTH. Start each value with kobj_frame_init().
+ */
+typedef struct {
+    int depth;
+    bool in_str, esc;
+} kobj_frame;
+void kobj_frame_init(kobj_frame *f);
+long kobj_frame_scan(kobj_frame *f, const char *p, size_t n);
+
 #endif

@@ -35,7 +35,6 @@
 #define BACKOFF_BASE       (50 * UTIL_MS)
 #define BACKOFF_MAX        (5 * UTIL_SECOND)
 #define LONG_THROTTLE      (50 * UTIL_MS) /* client-go logs waits beyond this */
-#define JSON_DEPTH         64
 
 /* A pooled easy handle with its own error text. */
 struct handle {
@@ -585,25 +584,6 @@ static void copy_text(char *dst, size_t cap, const char *src, size_t len)
     dst[len] = '\0';
 }
 
-static json_object *parse_json(const char *text, size_t len)
-{
-    json_tokener *tok = json_tokener_new_ex(JSON_DEPTH);
-    if (!tok)
-        abort();
-    json_object *o = json_tokener_parse_ex(tok, text, (int)len);
-    if (o && json_tokener_get_parse_end(tok) < len) {
-        for (size_t i = json_tokener_get_parse_end(tok); i < len; i++) {
-            if (text[i] != ' ' && text[i] != '\n' && text[i] != '\r' && text[i] != '\t') {
-                json_object_put(o);
-                o = NULL;
-                break;
-            }
-        }
-    }
-    json_tokener_free(tok);
-    return o;
-}
-
 /* An answer without a Status: what client-go says for the bare code. */
 static const char *generic_message(long code)
 {
@@ -642,7 +622,7 @@ void kube_client__decode(kube_resp *r, long code, const char *body, size_t len)
     r->reason[0] = r->message[0] = '\0';
     bool ok = code >= 200 && code < 300;
     if (!r->body && body && len && !(ok && r->skip_body))
-        r->body = parse_json(body, len);
+        r->body = kobj_parse_text(body, len);
     if (ok)
         return;
     const char *kind = kobj_str(r->body, "kind");
@@ -891,22 +871,20 @@ int kube_get(kube_client *c, const char *path, kube_resp *r)
     return kube_request(c, "GET", path, NULL, NULL, r);
 }
 
-static const char *to_text(const json_object *obj)
-{
-    /* json-c keeps the text in the object's own buffer: the object is not
-     * changed, but must not be serialized by two threads at once. */
-    return json_object_to_json_string_ext((json_object *)obj,
-                                          JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-}
-
 int kube_create(kube_client *c, const char *collection_path, const json_object *obj, kube_resp *r)
 {
-    return kube_request(c, "POST", collection_path, "application/json", to_text(obj), r);
+    char *text = kobj_to_text(obj, NULL);
+    int rc = kube_request(c, "POST", collection_path, "application/json", text, r);
+    free(text);
+    return rc;
 }
 
 int kube_update(kube_client *c, const char *path, const json_object *obj, kube_resp *r)
 {
-    return kube_request(c, "PUT", path, "application/json", to_text(obj), r);
+    char *text = kobj_to_text(obj, NULL);
+    int rc = kube_request(c, "PUT", path, "application/json", text, r);
+    free(text);
+    return rc;
 }
 
 const char *kube_patch_content_type(enum kube_patch_type type)

@@ -5,6 +5,7 @@
  * The kubeconfig parser (config_file.c) builds the exec_plugin;
  * kube_config_token (config.c) asks for a credential under the config's mutex.
  */
+#include "kobj/kobj.h"
 #include "kube/config_internal.h"
 
 #include <errno.h>
@@ -284,7 +285,7 @@ static const char *json_str(json_object *obj, const char *key, bool *bad)
 /* Decodes the plugin's ExecCredential and stores it. Called under c->mu. */
 static int exec_store(kube_config *c, struct exec_plugin *x, const char *out)
 {
-    json_object *root = json_tokener_parse(out);
+    json_object *root = kobj_parse_text(out, strlen(out));
     int rc = 0;
     if (root == NULL || !json_object_is_type(root, json_type_object)) {
         /* Never quote the output: it may hold a credential. */

@@ -5,6 +5,7 @@
  * copied into a new kube_config (the object itself is in config.c, the exec
  * plugin it may hold in config_exec.c).
  */
+#include "kobj/kobj.h"
 #include "kube/config_internal.h"
 
 #include <errno.h>
@@ -591,10 +592,10 @@ static char *exec_info(const char *api, bool provide, const kube_config *c,
     }
     json_object_object_add(spec, "interactive", json_object_new_boolean(0));
     json_object_object_add(root, "spec", spec);
-    char *s = util_asprintf("KUBERNETES_EXEC_INFO=%s",
-                            json_object_to_json_string_ext(
-                                root, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    char *text = kobj_to_text(root, NULL);
     json_object_put(root);
+    char *s = util_asprintf("KUBERNETES_EXEC_INFO=%s", text);
+    free(text);
     return s;
 }
 

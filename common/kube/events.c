@@ -162,11 +162,11 @@ static void write_event(kube_recorder *r, struct pending *p)
         json_object_object_add(patch, "count", json_object_new_int((int)s->d));
         json_object_object_add(patch, "lastTimestamp", json_object_new_string(p->when));
         json_object_object_add(patch, "message", json_object_new_string(p->message));
-        int rc =
-            kube_request_prio(r->c, KUBE_PRIO_BACKGROUND, "PATCH", path,
-                              kube_patch_content_type(KUBE_PATCH_STRATEGIC),
-                              json_object_to_json_string_ext(patch, JSON_C_TO_STRING_PLAIN), &resp);
+        char *text = kobj_to_text(patch, NULL);
         json_object_put(patch);
+        int rc = kube_request_prio(r->c, KUBE_PRIO_BACKGROUND, "PATCH", path,
+                                   kube_patch_content_type(KUBE_PATCH_STRATEGIC), text, &resp);
+        free(text);
         free(path);
         bool gone = rc < 0 && kube_is_not_found(&resp);
         if (!gone && rc < 0)
@@ -204,10 +204,12 @@ static void write_event(kube_recorder *r, struct pending *p)
     json_object_object_add(ev, "reportingInstance", json_object_new_string(r->host ? r->host : ""));
     char *coll = kube_path(&KUBE_EVENT, p->ns, NULL, NULL);
     resp.skip_body = true;
-    int rc = kube_request_prio(r->c, KUBE_PRIO_BACKGROUND, "POST", coll, "application/json",
-                               json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN), &resp);
-    free(coll);
+    char *text = kobj_to_text(ev, NULL);
     json_object_put(ev);
+    int rc = kube_request_prio(r->c, KUBE_PRIO_BACKGROUND, "POST", coll, "application/json", text,
+                               &resp);
+    free(text);
+    free(coll);
     if (rc == 0) {
         s = cache_add(&r->seen, akey);
         s->i = nanos;

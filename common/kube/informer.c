@@ -195,14 +195,7 @@ static struct entry *cache_take(kube_informer *inf, const char *key)
 static void cache_put(kube_informer *inf, const char *key, json_object *obj)
 {
     struct entry *e = util_calloc(1, sizeof(*e));
-    size_t len = 0;
-    const char *text = json_object_to_json_string_length(
-        obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-    e->json = malloc(len + 1);
-    if (!e->json)
-        abort();
-    memcpy(e->json, text, len + 1);
-    e->len = len;
+    e->json = kobj_to_text(obj, &e->len);
     e->rv = util_strdup(kobj_rv(obj));
     for (int i = 0; i < inf->n_idx; i++) {
         struct collect c = {0};
@@ -217,7 +210,7 @@ static void cache_put(kube_informer *inf, const char *key, json_object *obj)
 
 static json_object *parse_entry(const struct entry *e)
 {
-    return e ? json_tokener_parse(e->json) : NULL;
+    return e ? kobj_parse_text(e->json, e->len) : NULL;
 }
 
 /* ---- public reads -------------------------------------------------------------- */
@@ -262,7 +255,7 @@ bool kube_informer_has(kube_informer *inf, const char *ns, const char *name)
 static void call_each(char **texts, size_t n, void (*fn)(void *ud, json_object *obj), void *ud)
 {
     for (size_t i = 0; i < n; i++) {
-        json_object *obj = json_tokener_parse(texts[i]);
+        json_object *obj = kobj_parse_text(texts[i], strlen(texts[i]));
         if (obj)
             fn(ud, obj);
         json_object_put(obj);

@@ -1,9 +1,11 @@
 /*
  * Watch streams: one long GET whose body is a sequence of JSON events
- * ({"type":..., "object":...}, newline-separated). Bytes go straight from
- * curl's write callback into json-c's incremental tokener, so an event may
- * end mid-chunk or span several chunks, and a chunk may hold many events;
- * nothing is buffered beyond the tokener's own state.
+ * ({"type":..., "object":...}, newline-separated). A chunk from curl may
+ * hold many events and an event may span several chunks. Each event that
+ * lies whole in a chunk is parsed in place; the start of one that does not
+ * is kept, and the following chunks are only scanned for its end
+ * (kobj_frame_scan) and appended, so a big event arriving in many pieces
+ * is parsed once, whole.
  *
  * The transfer runs on a multi handle owned by the watch so that another
  * thread can end it at once with curl_multi_wakeup. A stream that carries no
@@ -23,7 +25,6 @@
 
 #define STALL_SECONDS 90L
 #define ERR_BODY_MAX  65536 /* bytes of a non-200 answer kept for its Status */
-#define JSON_DEPTH    64
 #define POLL_MS       1000
 /* One event holds one object; the API server refuses objects over ~1.5 MiB
  * (etcd's request limit), so an event far beyond that is a broken or hostile
@@ -45,16 +46,16 @@ struct kube_watch {
     atomic_bool cancelled;
 
     /* State of the running stream. */
-    json_tokener *tok;
     kube_watch_fn fn;
     void *ud;
     const char *path;
     long code;      /* HTTP status, once the headers are in */
     char *err_body; /* a non-200 answer */
     size_t err_len;
-    bool partial;       /* the tokener holds the start of an event */
-    size_t partial_len; /* bytes of that event so far */
-    bool stopped;       /* an event or fn ended the stream */
+    char *part; /* the start of an event that did not end in its chunk */
+    size_t part_len, part_cap;
+    kobj_frame frame; /* where that event stands */
+    bool stopped;     /* an event or fn ended the stream */
     int stop_rc;
     size_t events;
 };
@@ -128,6 +129,58 @@ static void deliver(kube_watch *w, json_object *ev)
         stop(w, rc);
 }
 
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+static void bad_json(kube_watch *w)
+{
+    stop(w, util_err_set(-EIO, "watch %s: bad JSON in the stream: %s", w->path, util_err_last()));
+}
+
+/* Keeps p[0..n) as part of the event being assembled. */
+static bool keep(kube_watch *w, const char *p, size_t n)
+{
+    if (w->part_len + n > EVENT_MAX) {
+        stop(w,
+             util_err_set(-EMSGSIZE, "watch %s: an event over %u MiB", w->path, EVENT_MAX >> 20));
+        return false;
+    }
+    if (w->part_len + n > w->part_cap) {
+        size_t cap = w->part_cap ? w->part_cap : 4096;
+        while (cap < w->part_len + n)
+            cap *= 2;
+        char *nb = realloc(w->part, cap);
+        if (!nb)
+            abort();
+        w->part = nb;
+        w->part_cap = cap;
+    }
+    memcpy(w->part + w->part_len, p, n);
+    w->part_len += n;
+    return true;
+}
+
+/* The event being assembled is complete: parse and deliver it. */
+static void finish_part(kube_watch *w)
+{
+    json_object *ev = kobj_parse_text(w->part, w->part_len);
+    w->part_len = 0;
+    if (w->part_cap > (64u << 10)) {
+        /* One huge event must not pin its buffer for the stream's life. */
+        free(w->part);
+        w->part = NULL;
+        w->part_cap = 0;
+    }
+    if (!ev) {
+        bad_json(w);
+        return;
+    }
+    deliver(w, ev);
+    json_object_put(ev);
+}
+
 static void feed(kube_watch *w, const char *p, size_t n)
 {
     while (n > 0 && !w->stopped) {
@@ -136,39 +189,53 @@ static void feed(kube_watch *w, const char *p, size_t n)
             stop(w, util_err_set(-ECANCELED, "watch %s: cancelled", w->path));
             return;
         }
-        /* json-c takes an int length: feed a huge chunk in slices. */
-        int len = n > (size_t)INT32_MAX ? INT32_MAX : (int)n;
-        json_object *ev = json_tokener_parse_ex(w->tok, p, len);
-        enum json_tokener_error e = json_tokener_get_error(w->tok);
-        if (!ev && e == json_tokener_continue) {
-            /* All of it taken; the tokener holds the rest of an event
-             * unless what came was only the whitespace between events. */
-            for (size_t i = 0; i < (size_t)len && !w->partial; i++)
-                w->partial = p[i] != '\n' && p[i] != '\r' && p[i] != ' ' && p[i] != '\t';
-            if (w->partial)
-                w->partial_len += (size_t)len;
-            if (w->partial_len > EVENT_MAX) {
-                stop(w, util_err_set(-EMSGSIZE, "watch %s: an event over %u MiB", w->path,
-                                     EVENT_MAX >> 20));
+        if (w->part_len > 0) {
+            long end = kobj_frame_scan(&w->frame, p, n);
+            if (end < 0) {
+                bad_json(w);
                 return;
             }
-            p += len;
-            n -= (size_t)len;
+            size_t take = end > 0 ? (size_t)end : n;
+            if (!keep(w, p, take))
+                return;
+            p += take;
+            n -= take;
+            if (end > 0)
+                finish_part(w);
             continue;
         }
-        if (!ev) {
-            stop(w, util_err_set(-EIO, "watch %s: bad JSON in the stream: %s", w->path,
-                                 json_tokener_error_desc(e)));
+        while (n > 0 && is_space(*p)) {
+            p++;
+            n--;
+        }
+        if (n == 0)
+            return;
+        json_object *ev = NULL;
+        size_t used = 0;
+        int rc = kobj_parse(p, n, &used, &ev);
+        if (rc == 0) {
+            p += used;
+            n -= used;
+            deliver(w, ev);
+            json_object_put(ev);
+            continue;
+        }
+        if (rc != -EAGAIN) {
+            bad_json(w);
             return;
         }
-        size_t used = json_tokener_get_parse_end(w->tok);
-        json_tokener_reset(w->tok);
-        w->partial = false;
-        w->partial_len = 0;
-        p += used;
-        n -= used;
-        deliver(w, ev);
-        json_object_put(ev);
+        /* The event goes on in the next chunk: note where it stands. */
+        kobj_frame_init(&w->frame);
+        long end = kobj_frame_scan(&w->frame, p, n);
+        if (end != 0) {
+            if (end > 0)
+                util_err_set(-EINVAL, "an event that ends where its text does not");
+            bad_json(w);
+            return;
+        }
+        if (!keep(w, p, n))
+            return;
+        n = 0;
     }
 }
 
@@ -245,7 +312,7 @@ static int finish(kube_watch *w, CURLcode e)
         kube_resp_clear(&r);
         return rc;
     }
-    if (w->partial)
+    if (w->part_len > 0)
         return util_err_set(-EIO, "watch %s: the stream ended inside an event", w->path);
     return 0;
 }
@@ -253,22 +320,13 @@ static int finish(kube_watch *w, CURLcode e)
 /* A fresh stream: decoder state and the caller's handler. */
 static void stream_begin(kube_watch *w, const char *path, kube_watch_fn fn, void *ud)
 {
-    w->tok = json_tokener_new_ex(JSON_DEPTH);
-    if (!w->tok)
-        abort();
-    /* Strict JSON, as the API server writes it: json-c's default accepts
-     * comments and eats one past the end of an event, so garbage after an
-     * event would lose it or not depending on where the stream was cut.
-     * Several events per chunk stay allowed. */
-    json_tokener_set_flags(w->tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS);
     w->fn = fn;
     w->ud = ud;
     w->path = path;
     w->code = 0;
     w->err_body = NULL;
     w->err_len = 0;
-    w->partial = false;
-    w->partial_len = 0;
+    w->part_len = 0;
     w->stopped = false;
     w->stop_rc = 0;
     w->events = 0;
@@ -277,8 +335,9 @@ static void stream_begin(kube_watch *w, const char *path, kube_watch_fn fn, void
 
 static void stream_end(kube_watch *w)
 {
-    json_tokener_free(w->tok);
-    w->tok = NULL;
+    free(w->part);
+    w->part = NULL;
+    w->part_len = w->part_cap = 0;
     free(w->err_body);
     w->err_body = NULL;
 }

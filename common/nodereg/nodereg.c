@@ -16,8 +16,6 @@
 #include "obs/obs.h"
 #include "util/util.h"
 
-#define TEXT_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
-
 /* ---- the driver record ----------------------------------------------------------- */
 
 static int seg_cmp(const void *a, const void *b)
@@ -106,15 +104,9 @@ static int nodeid_parse(const char *text, json_object **out)
         *out = json_object_new_object();
         return 0;
     }
-    json_tokener *tok = json_tokener_new();
-    size_t len = strlen(text);
-    /* The terminating NUL is passed too: it tells json-c the input ends
-     * (a bare `null` or number would otherwise wait for more). */
-    json_object *o = json_tokener_parse_ex(tok, text, (int)len + 1);
-    enum json_tokener_error err = json_tokener_get_error(tok);
-    size_t used = err == json_tokener_success ? json_tokener_get_parse_end(tok) : 0;
-    json_tokener_free(tok);
-    bool ok = err == json_tokener_success;
+    size_t len = strlen(text), used = 0;
+    json_object *o = NULL;
+    bool ok = kobj_parse(text, len, &used, &o) == 0;
     for (size_t i = used; ok && i < len; i++)
         if (!strchr(" \t\r\n", text[i]))
             ok = false;
@@ -161,7 +153,7 @@ static char *nodeid_render(json_object *o)
     json_object *sorted = json_object_new_object();
     for (i = 0; i < n; i++)
         json_object_object_add(sorted, keys[i], json_object_get(kobj_get(o, keys[i])));
-    char *s = util_strdup(json_object_to_json_string_ext(sorted, TEXT_FLAGS));
+    char *s = kobj_to_text(sorted, NULL);
     json_object_put(sorted);
     free(keys);
     return s;
@@ -242,7 +234,7 @@ static int plan_finish(plan *p, const json_object *obj, const char *what, char *
         }
         for (size_t i = 0; i < n; i++)
             json_object_array_add(all, json_object_get(json_object_array_get_idx(p->ops, i)));
-        *patch = util_strdup(json_object_to_json_string_ext(all, TEXT_FLAGS));
+        *patch = kobj_to_text(all, NULL);
         json_object_put(all);
     }
     json_object_put(p->ops);
