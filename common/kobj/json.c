@@ -6,7 +6,7 @@
  * another. A sidecar parses every watch event, keeps it as text and parses
  * it again on each read, so the two were a third of all instructions spent
  * provisioning a volume. This reader is a recursive descent over the whole
- * text: runs of plain string bytes are found with a table and copied once,
+ * text: a string without escapes is found with memchr() and copied once,
  * and it builds the very same json-c trees, so every getter keeps working.
  *
  * What it accepts is what json-c's strict mode accepted before it, checked
@@ -157,25 +157,25 @@ static int unicode_escape(struct reader *r, char *o, size_t *n)
 
 /*
  * A string, r->p just past its opening quote. *s and *len describe its
- * bytes: in the text itself when it has no escapes, else in r->buf. With
- * `term` the bytes are always in r->buf and NUL-terminated (object keys).
+ * bytes: in the text itself when it has no escapes, else in r->buf.
  */
-static int read_string(struct reader *r, const char **s, size_t *len, bool term)
+static int read_string(struct reader *r, const char **s, size_t *len)
 {
-    const char *q = r->p;
-    while (q < r->end && !str_stop[(unsigned char)*q])
-        q++;
-    if (q >= r->end) {
+    /* Most strings have no escape: two memchr() find that out. */
+    const char *q = memchr(r->p, '"', (size_t)(r->end - r->p));
+    if (!q) {
         r->p = r->end;
         return -EAGAIN;
     }
-    size_t n = (size_t)(q - r->p);
-    if (*q == '"' && !term) {
+    const char *bs = memchr(r->p, '\\', (size_t)(q - r->p));
+    if (!bs) {
         *s = r->p;
-        *len = n;
+        *len = (size_t)(q - r->p);
         r->p = q + 1;
         return 0;
     }
+    q = bs;
+    size_t n = (size_t)(q - r->p);
     reserve(r, n + 1);
     memcpy(r->buf, r->p, n);
     r->p = q;
@@ -231,7 +231,6 @@ static int read_string(struct reader *r, const char **s, size_t *len, bool term)
             return fail(r, "an unknown escape in a string");
         }
     }
-    r->buf[n] = '\0';
     *s = r->buf;
     *len = n;
     return 0;
@@ -360,7 +359,7 @@ static int read_object(struct reader *r, json_object **out)
         r->p++;
         const char *k;
         size_t kl;
-        int rc = read_string(r, &k, &kl, true);
+        int rc = read_string(r, &k, &kl);
         if (rc == 0) {
             skip_ws(r);
             rc = r->p < r->end && *r->p == ':' ? 0 : fail(r, "no ':' after an object key");
@@ -368,12 +367,13 @@ static int read_object(struct reader *r, json_object **out)
         json_object *v = NULL;
         if (rc == 0) {
             r->p++;
-            /* The key sits in r->buf, which the value may reuse. */
+            /* json-c wants the key NUL-terminated; the value may reuse r->buf. */
             char small[64];
             char *key = kl < sizeof(small) ? small : malloc(kl + 1);
             if (!key)
                 abort();
-            memcpy(key, k, kl + 1);
+            memcpy(key, k, kl);
+            key[kl] = '\0';
             rc = read_value(r, &v);
             if (rc == 0 && json_object_object_add(o, key, v) != 0)
                 abort();
@@ -453,7 +453,7 @@ static int read_value(struct reader *r, json_object **out)
         return rc;
     case '"':
         r->p++;
-        rc = read_string(r, &s, &n, false);
+        rc = read_string(r, &s, &n);
         if (rc == 0)
             *out = checked(json_object_new_string_len(s, (int)n));
         return rc;
@@ -602,6 +602,20 @@ static const char esc_of[256] = {
     [0x1C] = 'u',  [0x1D] = 'u', [0x1E] = 'u', [0x1F] = 'u',
 };
 
+/* Whether any of the 8 bytes at p is below 0x20, a quote or a backslash
+ * (the bit tricks find a zero or small byte in a word at once). */
+static bool needs_escape8(const char *p)
+{
+    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+    uint64_t x;
+    memcpy(&x, p, sizeof(x));
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    uint64_t small = (x - ones * 0x20) & ~x & high;
+    uint64_t quote = (q - ones) & ~q & high;
+    uint64_t slash = (b - ones) & ~b & high;
+    return (small | quote | slash) != 0;
+}
+
 static void put_string(struct writer *w, const char *s, size_t n)
 {
     grow(w, n + 2);
@@ -609,6 +623,8 @@ static void put_string(struct writer *w, const char *s, size_t n)
     size_t i = 0;
     while (i < n) {
         size_t run = i;
+        while (i + 8 <= n && !needs_escape8(s + i))
+            i += 8;
         while (i < n && !esc_of[(unsigned char)s[i]])
             i++;
         put(w, s + run, i - run);
