@@ -11,7 +11,7 @@
  *
  * What it accepts is what json-c's strict mode accepted before it, checked
  * by a differential test: RFC 8259 plus the three liberties json-c takes
- * (raw control bytes inside strings, a fraction with no digits as in "1.",
+ * (raw control bytes but NUL inside strings, a fraction with no digits as in "1.",
  * and integers out of range clamped to the nearest 64-bit value). A lone
  * UTF-16 surrogate in a \u escape becomes U+FFFD, as with json-c.
  */
@@ -25,8 +25,9 @@
 
 /* ---- reading --------------------------------------------------------------- */
 
-/* Bytes that end a run of plain string bytes: the quote and the backslash. */
-static const unsigned char str_stop[256] = {['"'] = 1, ['\\'] = 1};
+/* Bytes that end a run of plain string bytes: the quote, the backslash
+ * and NUL (refused). */
+static const unsigned char str_stop[256] = {['"'] = 1, ['\\'] = 1, [0] = 1};
 
 struct reader {
     const char *start, *p, *end;
@@ -167,6 +168,12 @@ static int read_string(struct reader *r, const char **s, size_t *len)
         r->p = r->end;
         return -EAGAIN;
     }
+    const char *nul = memchr(r->p, '\0', (size_t)(q - r->p));
+    if (nul) {
+        /* json-c refuses it too; as a key it would cut the name short. */
+        r->p = nul;
+        return fail(r, "a NUL byte in a string");
+    }
     const char *bs = memchr(r->p, '\\', (size_t)(q - r->p));
     if (!bs) {
         *s = r->p;
@@ -189,6 +196,8 @@ static int read_string(struct reader *r, const char **s, size_t *len)
         n += k;
         if (r->p >= r->end)
             return -EAGAIN;
+        if (*r->p == '\0')
+            return fail(r, "a NUL byte in a string");
         if (*r->p == '"') {
             r->p++;
             break;

@@ -368,8 +368,9 @@ static long proc_kib(int pid, const char *field)
     return kib;
 }
 
-/* CPU time (user + system) the process has used so far, in ms; -1 if unreadable. */
-static double proc_cpu_ms(int pid)
+/* CPU time (user + system) the process has used so far, in ms; -1 if
+ * unreadable. *sys_ms (may be NULL) gets the system part alone. */
+static double proc_cpu_split(int pid, double *sys_ms)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof(path), "/proc/%d/stat", pid);
@@ -385,7 +386,15 @@ static double proc_cpu_ms(int pid)
     unsigned long long ut = 0, st = 0;
     if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return -1;
-    return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+    double tick_ms = 1000.0 / (double)sysconf(_SC_CLK_TCK);
+    if (sys_ms)
+        *sys_ms = (double)st * tick_ms;
+    return (double)(ut + st) * tick_ms;
+}
+
+static double proc_cpu_ms(int pid)
+{
+    return proc_cpu_split(pid, NULL);
 }
 
 /* CPU by thread role: the sidecars name their threads (w:claims,
@@ -908,7 +917,8 @@ static int cmd_run(void)
     /* ---- provisioning ---- */
     struct metrics m0, m1;
     metrics_get(&c, &m0);
-    double cpu0 = proc_cpu_ms(cfg.prov_pid);
+    double sys0 = 0, sys3 = 0;
+    double cpu0 = proc_cpu_split(cfg.prov_pid, &sys0);
     struct roles r0, r1;
     roles_get(cfg.prov_pid, &r0);
     int64_t t0 = now_ns();
@@ -1036,7 +1046,7 @@ static int cmd_run(void)
     while ((vols = driver_volumes()) != 0 && now_ns() < deadline)
         sleep_ms(20);
     settle(&c, 1500, 120, &m3);
-    double cpu3 = proc_cpu_ms(cfg.prov_pid);
+    double cpu3 = proc_cpu_split(cfg.prov_pid, &sys3);
     struct roles r3;
     roles_get(cfg.prov_pid, &r3);
     int64_t dlast = 0;
@@ -1060,8 +1070,9 @@ static int cmd_run(void)
            u.event_writes / (nd ? nd : 1), u.reads / (nd ? nd : 1), n);
     printf("    per volume by verb: %s\n", u.detail);
     printf("  provisioner CPU: %.3f ms per deleted volume; %.3f ms per provisioned + deleted "
-           "volume (target <= 0.4 ms with a high budget)\n",
-           (cpu3 - cpu1) / (nd ? nd : 1), (cpu3 - cpu0) / (nd ? nd : 1));
+           "volume, of which %.3f ms in the kernel (target <= 0.4 ms with a high budget)\n",
+           (cpu3 - cpu1) / (nd ? nd : 1), (cpu3 - cpu0) / (nd ? nd : 1),
+           (sys3 - sys0) / (nd ? nd : 1));
     roles_print(&r1, &r3, nd ? nd : 1);
     printf("  driver volumes left: %d\n", vols);
     if (vols != 0) {
