@@ -441,11 +441,12 @@ int prov_ctrl_start(const prov_ctrl_opts *opts, const prov_config *cfg, prov_ctr
      * (and queued once the workers run). */
     ctrl_intents_start(c);
     int n = opts->workers > 0 ? opts->workers : 1;
-    /* --worker-threads is a maximum per queue: idle, one thread each; a
-     * burst grows the pool, a quiet half minute shrinks it (upstream keeps
-     * them all, each with its stack). */
+    /* --worker-threads is a maximum per queue: idle, none (a thread kept
+     * idle would keep the malloc cache of its burst work); a burst grows the
+     * pool, a quiet half minute shrinks it to none (upstream keeps them all,
+     * each with its stack). */
     wq_pool_opts po = {.max_workers = n,
-                       .min_workers = 1,
+                       .min_workers = 0,
                        .idle_exit = WORKER_IDLE_EXIT,
                        .slow_delay = opts->retry_max,
                        .sync = claim_work,

@@ -9,10 +9,13 @@
  * does the next one, for everyone who joined meanwhile, so N concurrent
  * creates cost one write. Entries are dropped lazily: done ones leave with
  * the next write, or with an idle write once nothing has happened for
- * INTENT_IDLE. Writes are PUTs with the resourceVersion last seen; a 409
- * (only after a leader change or a hand edit: nobody else writes this
- * record) re-reads the record, keeps its unknown entries (they get
- * recovered) and writes again.
+ * INTENT_IDLE. The thread that does the idle write ("intent-idle") runs only
+ * while done entries are left in the record: a done entry starts it, and it
+ * exits once none is left (a thread kept idle would keep glibc's malloc
+ * cache of its last write for good). Writes are PUTs with the
+ * resourceVersion last seen; a 409 (only after a leader change or a hand
+ * edit: nobody else writes this record) re-reads the record, keeps its
+ * unknown entries (they get recovered) and writes again.
  *
  * Not here: deciding what to do with an entry (ctrl_claims.c).
  */
@@ -65,8 +68,14 @@ struct ctrl_intents {
     json_object *lease;
     util_duration last_activity;
     bool stopping;
+    /* The idle writer: running while it will look at the record again (set
+     * by the ctrl_intent_done that starts it, cleared by the thread as it
+     * leaves or by a start that failed); idle_th is known once
+     * idle_starting is back to 0. */
     pthread_t idle_th;
     bool idle_running;
+    int idle_starting;
+    pthread_cond_t started_cv; /* idle_starting dropped to 0 */
     /* Claim keys to recover, held until the workers run. */
     bool workers_running;
     char **held;
@@ -290,11 +299,24 @@ static int flush_locked(struct ctrl_intents *it)
     return rc;
 }
 
+/* Whether the record holds no done entry an idle write would drop, nor may
+ * a write under way leave one there. Under it->mu. */
+static bool idle_write_needless_locked(const struct ctrl_intents *it)
+{
+    size_t joiners = 0, done = 0;
+    prov_intent_set_pending(it->set, &joiners, &done);
+    return done == 0 && !prov_intent_set_flushing(it->set);
+}
+
 static void *idle_loop(void *arg)
 {
     struct ctrl_intents *it = arg;
     util_thread_name("intent-idle");
     pthread_mutex_lock(&it->mu);
+    /* Known before this thread may leave: the handle is the latest one's. */
+    it->idle_th = pthread_self();
+    if (--it->idle_starting == 0)
+        pthread_cond_broadcast(&it->started_cv);
     while (!it->stopping) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -310,9 +332,33 @@ static void *idle_loop(void *arg)
                   done);
             flush_locked(it);
         }
+        /* Nothing left to drop (a write, this one or a joiner's, took the
+         * done entries along): leave; the next done entry starts another. */
+        if (!it->stopping && idle_write_needless_locked(it)) {
+            it->idle_running = false;
+            pthread_mutex_unlock(&it->mu);
+            util_thread_leave_trimmed();
+            return NULL;
+        }
     }
     pthread_mutex_unlock(&it->mu);
     return NULL;
+}
+
+/* Starts the idle writer for the ctrl_intent_done that set idle_running
+ * (not under it->mu: workers wait on it). */
+static void idle_start(struct ctrl_intents *it)
+{
+    pthread_t th;
+    if (pthread_create(&th, NULL, idle_loop, it) == 0)
+        return;
+    /* The next done entry tries again; a joiner's write drops them meanwhile. */
+    pthread_mutex_lock(&it->mu);
+    it->idle_running = false;
+    if (--it->idle_starting == 0)
+        pthread_cond_broadcast(&it->started_cv);
+    pthread_mutex_unlock(&it->mu);
+    obs_warn("intent record %s/%s: the idle writer thread could not be started", it->ns, it->name);
 }
 
 int ctrl_intents_start(prov_ctrl *c)
@@ -328,6 +374,7 @@ int ctrl_intents_start(prov_ctrl *c)
     pthread_mutex_init(&it->mu, NULL);
     pthread_cond_init(&it->room_cv, NULL);
     pthread_cond_init(&it->idle_cv, NULL);
+    pthread_cond_init(&it->started_cv, NULL);
     it->last_activity = util_now_mono();
     if (c->o.metrics) {
         static const char *const result[] = {"result", NULL};
@@ -363,8 +410,7 @@ int ctrl_intents_start(prov_ctrl *c)
     else
         obs_info("intent record %s/%s: %zu entries", it->ns, it->name,
                  prov_intent_set_count(it->set));
-    if (pthread_create(&it->idle_th, NULL, idle_loop, it) == 0)
-        it->idle_running = true;
+    /* No idle writer yet: nothing is done; the first done entry starts it. */
     return 0;
 }
 
@@ -395,10 +441,16 @@ void ctrl_intents_stop(prov_ctrl *c)
     pthread_cond_broadcast(&it->room_cv);
     pthread_cond_signal(&it->idle_cv);
     wake_waiters_locked(it);
-    pthread_mutex_unlock(&it->mu);
-    if (it->idle_running)
-        pthread_join(it->idle_th, NULL);
+    /* With stopping set no idle writer leaves on its own and none starts:
+     * once the one being started (if any) is known, join the one there. */
+    while (it->idle_starting > 0)
+        pthread_cond_wait(&it->started_cv, &it->mu);
+    bool running = it->idle_running;
     it->idle_running = false;
+    pthread_t th = it->idle_th;
+    pthread_mutex_unlock(&it->mu);
+    if (running)
+        pthread_join(th, NULL);
 }
 
 void ctrl_intents_free(prov_ctrl *c)
@@ -415,6 +467,7 @@ void ctrl_intents_free(prov_ctrl *c)
     pthread_mutex_destroy(&it->mu);
     pthread_cond_destroy(&it->room_cv);
     pthread_cond_destroy(&it->idle_cv);
+    pthread_cond_destroy(&it->started_cv);
     free(it->ns);
     free(it->name);
     free(it->path);
@@ -508,7 +561,17 @@ void ctrl_intent_done(prov_ctrl *c, const char *uid)
     it->last_activity = util_now_mono();
     if (it->room_waiters)
         pthread_cond_broadcast(&it->room_cv);
+    /* A done entry needs an idle write unless a write takes it along: the
+     * idle writer is started if it is not there (it leaves once none is
+     * left; one already there looks again before it may leave). */
+    bool start = !it->stopping && !it->idle_running && !idle_write_needless_locked(it);
+    if (start) {
+        it->idle_running = true;
+        it->idle_starting++;
+    }
     pthread_mutex_unlock(&it->mu);
+    if (start)
+        idle_start(it);
 }
 
 bool ctrl_intent_has(prov_ctrl *c, const char *uid)

@@ -15,6 +15,9 @@
  * limit they use only spare tokens, so at a low qps they wait (and, past
  * the queue's size, are dropped) instead of delaying the writes that bind
  * volumes. Upstream sends them through the same limiter as everything else.
+ * The writer thread runs only while there is writing to do: after IDLE_EXIT
+ * with nothing queued it exits (an idle thread would keep glibc's malloc
+ * cache of its last burst for good) and the next event starts another.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -35,6 +38,7 @@
 #define CACHE_WAYS  4
 #define CACHE_SETS  1024 /* x CACHE_WAYS: client-go's 4,096 entries */
 #define CACHE_SLOTS ((size_t)CACHE_SETS * CACHE_WAYS)
+#define IDLE_EXIT   (30 * UTIL_SECOND) /* as the work queues' pools */
 
 struct pending {
     json_object *involved; /* involvedObject */
@@ -66,11 +70,18 @@ struct kube_recorder {
     kube_client *c;
     char *component;
     char *host;
-    pthread_t th;
+    pthread_t th; /* the writer, while `running` */
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;       /* the writer waits for an event or stop (monotonic) */
+    pthread_cond_t start_cv; /* `starting` dropped to 0 */
     struct pending *head, *tail;
     size_t len;
+    /* A writer thread is there and looks at the queue again before it
+     * leaves; set by the kube_event that starts one, cleared by a writer
+     * that leaves idle (or a start that failed). */
+    bool running;
+    int starting; /* writers created but not yet in `th` */
+    util_duration idle_exit;
     bool stop;
     bool draining;
     util_duration drain_until;
@@ -221,14 +232,26 @@ static void write_event(kube_recorder *r, struct pending *p)
     free(name);
 }
 
-static void *run(void *arg)
+/*
+ * Writes queued events until stop, then what is left until drain_until:
+ * returns false. Or, when idle_exit passed with nothing queued and no stop,
+ * clears `running` and returns true: the caller leaves, and the next event
+ * starts a writer. One writer at a time (`seen` is its own).
+ */
+static bool write_queued(kube_recorder *r)
 {
-    kube_recorder *r = arg;
-    util_thread_name("events");
     for (;;) {
         pthread_mutex_lock(&r->mu);
-        while (!r->head && !r->stop)
-            pthread_cond_wait(&r->cv, &r->mu);
+        util_duration idle_until = util_now_mono() + r->idle_exit;
+        while (!r->head && !r->stop) {
+            struct timespec ts = {.tv_sec = (time_t)(idle_until / UTIL_SECOND),
+                                  .tv_nsec = (long)(idle_until % UTIL_SECOND)};
+            if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT && !r->head && !r->stop) {
+                r->running = false;
+                pthread_mutex_unlock(&r->mu);
+                return true;
+            }
+        }
         struct pending *p = r->head;
         bool out_of_time = r->draining && util_now_mono() > r->drain_until;
         if (p && !out_of_time) {
@@ -246,9 +269,40 @@ static void *run(void *arg)
             pending_free(p);
         }
         if (stop)
-            break;
+            return false;
     }
+}
+
+static void *run(void *arg)
+{
+    kube_recorder *r = arg;
+    util_thread_name("events");
+    /* Known before this writer can leave, so the handle is always the
+     * latest writer's. */
+    pthread_mutex_lock(&r->mu);
+    r->th = pthread_self();
+    if (--r->starting == 0)
+        pthread_cond_broadcast(&r->start_cv);
+    pthread_mutex_unlock(&r->mu);
+    if (write_queued(r))
+        util_thread_leave_trimmed();
     return NULL;
+}
+
+/* Starts a writer for the kube_event that set `running` (not under mu). */
+static void start_writer(kube_recorder *r)
+{
+    pthread_t th;
+    if (pthread_create(&th, NULL, run, r) == 0)
+        return;
+    /* The events stay queued: the next event tries again, and free writes
+     * them if none could be started by then. */
+    pthread_mutex_lock(&r->mu);
+    r->running = false;
+    if (--r->starting == 0)
+        pthread_cond_broadcast(&r->start_cv);
+    pthread_mutex_unlock(&r->mu);
+    obs_warn("events: no writer thread could be started; the events wait");
 }
 
 kube_recorder *kube_recorder_new(kube_client *c, const char *component, const char *host)
@@ -257,13 +311,27 @@ kube_recorder *kube_recorder_new(kube_client *c, const char *component, const ch
     r->c = c;
     r->component = util_strdup(component ? component : "");
     r->host = host ? util_strdup(host) : NULL;
+    r->idle_exit = IDLE_EXIT;
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&r->start_cv, NULL);
     r->seen.slots = util_calloc(CACHE_SLOTS, sizeof(struct slot));
     r->buckets.slots = util_calloc(CACHE_SLOTS, sizeof(struct slot));
-    if (pthread_create(&r->th, NULL, run, r) != 0)
-        abort();
+    /* No writer yet: the first event starts it. */
     return r;
+}
+
+/* Tests: how long the writer waits for an event before it leaves; set
+ * before the first event (not declared in kube.h). */
+void kube_recorder__set_idle_exit(kube_recorder *r, util_duration d)
+{
+    pthread_mutex_lock(&r->mu);
+    r->idle_exit = d > 0 ? d : IDLE_EXIT;
+    pthread_mutex_unlock(&r->mu);
 }
 
 /* Per-object spam filter: BURST events, then one per REFILL. Under mu. */
@@ -327,6 +395,7 @@ void kube_event(kube_recorder *r, const json_object *obj, const char *type, cons
 
     pthread_mutex_lock(&r->mu);
     bool ok = !r->stop && r->len < QUEUE_MAX && allow(r, okey);
+    bool start = false;
     if (ok) {
         if (r->tail)
             r->tail->next = p;
@@ -335,8 +404,18 @@ void kube_event(kube_recorder *r, const json_object *obj, const char *type, cons
         r->tail = p;
         r->len++;
         pthread_cond_signal(&r->cv);
+        /* No writer (none yet, or it left after a quiet while): this call
+         * starts one, once the lock is dropped. A writer that is there
+         * sees the event before it may leave (it looks under mu). */
+        if (!r->running) {
+            r->running = true;
+            r->starting++;
+            start = true;
+        }
     }
     pthread_mutex_unlock(&r->mu);
+    if (start)
+        start_writer(r);
     if (!ok) {
         atomic_fetch_add(&r->dropped, 1);
         obs_v(2, "event dropped (%s %s): queue full or object over its rate", type, reason);
@@ -353,8 +432,17 @@ void kube_recorder_free(kube_recorder *r, util_duration timeout)
     r->draining = true;
     r->drain_until = util_now_mono() + timeout;
     pthread_cond_broadcast(&r->cv);
+    /* A writer being started is waited for; with stop set none leaves idle
+     * and no event starts another, so `running` says whom to join. */
+    while (r->starting > 0)
+        pthread_cond_wait(&r->start_cv, &r->mu);
+    bool writer = r->running;
+    pthread_t th = r->th;
     pthread_mutex_unlock(&r->mu);
-    pthread_join(r->th, NULL);
+    if (writer)
+        pthread_join(th, NULL);
+    else
+        (void)write_queued(r); /* no writer could be started: write them here */
     while (r->head) {
         struct pending *n = r->head->next;
         pending_free(r->head);
@@ -364,6 +452,7 @@ void kube_recorder_free(kube_recorder *r, util_duration timeout)
     free(r->buckets.slots);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
+    pthread_cond_destroy(&r->start_cv);
     free(r->component);
     free(r->host);
     free(r);

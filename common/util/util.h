@@ -139,6 +139,10 @@ bool util_has_prefix(const char *s, const char *prefix);
  * the kernel keeps 15 bytes. A thread's name says its role, so CPU and
  * memory can be told apart by role without a debugger. */
 void util_thread_name(const char *fmt, ...) UTIL_ATTR_PRINTF(1, 2);
+/* For a joinable thread about to return from its start function for good,
+ * with nobody to join it: a short detached helper joins it, then trims the
+ * allocator (glibc returns a thread's malloc cache only once it exited). */
+void util_thread_leave_trimmed(void);
 
 /* 64-bit FNV-1a, for hash tables (not for anything an attacker must not
  * collide): start from UTIL_HASH_INIT and feed a string (NULL as "") or

@@ -6,7 +6,9 @@
  * entry carries all of that key's state (waiting, re-added while processing,
  * processing, failure count, delayed deadline), so the FIFO and the timer heap
  * link entries instead of copying keys. An entry is freed as soon as no state
- * is left. Delayed keys sit in a min-heap served by one timer thread per queue.
+ * is left. Delayed keys sit in a min-heap served by one timer thread per queue;
+ * that thread also joins the pool's exited workers, so a pool may shrink to
+ * no thread at all: a key added, or a delayed one coming due, starts one.
  * Metric updates are collected under the lock and applied after it is
  * released, so the queue never holds its lock while calling into the registry.
  */
@@ -86,8 +88,10 @@ struct wq {
     bool pool_on;
     wq_pool_opts pool;
     int pool_threads, pool_waiting, pool_peak;
-    pthread_cond_t pool_exit_cv; /* pool_threads dropped */
-    struct pool_thread *reap;    /* a thread that exited, to join (or NULL) */
+    pthread_cond_t pool_exit_cv; /* pool_threads or pool_reaping dropped */
+    struct pool_thread *reap;    /* threads that left, to join (a list) */
+    int pool_reaping;            /* taken off `reap`, being joined */
+    bool pool_trim;              /* the pool went quiet: trim once `reap` is joined */
 };
 
 /*
@@ -101,10 +105,12 @@ struct pool_thread {
     pthread_t id;
     void *stack; /* NULL: glibc's own */
     size_t size;
+    struct pool_thread *next; /* in q->reap */
 };
 
 static void pool_spawn_locked(wq *q);
-static void join_thread(struct pool_thread *t);
+static void reap_unlocked(wq *q, bool trim);
+static void reap_all(wq *q);
 
 /* ---- entries ------------------------------------------------------------ */
 
@@ -480,6 +486,14 @@ static struct timespec mono_timespec(util_duration t)
     return ts;
 }
 
+/*
+ * The timer thread moves delayed keys to the FIFO when they come due (a key
+ * pushed there starts a pool worker when none waits, also when the pool had
+ * shrunk to none), and joins the pool's workers that left: a worker cannot
+ * join itself, and what its malloc cache held only goes back to the
+ * allocator once it has exited, so the trim after a burst happens here,
+ * after the join.
+ */
 static void *timer_main(void *arg)
 {
     wq *q = arg;
@@ -502,10 +516,24 @@ static void *timer_main(void *arg)
             pthread_mutex_lock(&q->mu);
             continue;
         }
-        if (q->heap_len == 0) {
+        if (q->reap != NULL) {
+            bool trim = q->pool_trim;
+            q->pool_trim = false;
+            reap_unlocked(q, trim); /* unlocks, joins, locks again */
+            continue;
+        }
+        util_duration wake = q->heap_len > 0 ? q->heap[0]->ready_at : 0;
+        /* Keys wait and no worker could be started (thread limit): try
+         * again each second rather than leave them until the next add. */
+        if (q->pool_on && q->len > 0 && q->pool_threads == 0) {
+            pool_spawn_locked(q);
+            if (q->pool_threads == 0 && (wake == 0 || wake > now + UTIL_SECOND))
+                wake = now + UTIL_SECOND;
+        }
+        if (wake == 0) {
             pthread_cond_wait(&q->timer_cv, &q->mu);
         } else {
-            struct timespec ts = mono_timespec(q->heap[0]->ready_at);
+            struct timespec ts = mono_timespec(wake);
             pthread_cond_timedwait(&q->timer_cv, &q->mu, &ts);
         }
     }
@@ -583,7 +611,7 @@ void wq_free(wq *q)
     }
     free(q->buckets);
     free(q->heap);
-    join_thread(q->reap); /* exited already (wq_pool_join) or NULL */
+    reap_all(q); /* left already (wq_pool_join), or none */
     pthread_cond_destroy(&q->pool_exit_cv);
     pthread_cond_destroy(&q->timer_cv);
     pthread_cond_destroy(&q->cv);
@@ -766,25 +794,61 @@ bool wq_shutting_down(wq *q)
 
 /* ---- elastic pool -------------------------------------------------------- */
 
-/* Joins a thread that exited (it no longer touches the queue), frees its stack. */
+/* Joins a thread that left (it no longer touches the queue), frees its stack. */
 static void join_thread(struct pool_thread *t)
 {
-    if (!t)
-        return;
     pthread_join(t->id, NULL);
     if (t->stack)
         munmap(t->stack, t->size);
     free(t);
 }
 
-/* Records the calling thread as exited; hands back the earlier one to join. */
-static struct pool_thread *pool_leave_locked(wq *q, struct pool_thread *self)
+/* With q->mu held: joins the threads that left so far, without the lock
+ * (each may still be on its way out), then, with `trim`, hands the pages
+ * they freed back to the kernel. Returns with q->mu held. */
+static void reap_unlocked(wq *q, bool trim)
 {
-    struct pool_thread *old = q->reap;
+    struct pool_thread *list = q->reap;
+    q->reap = NULL;
+    int n = 0;
+    for (const struct pool_thread *t = list; t != NULL; t = t->next)
+        n++;
+    q->pool_reaping += n;
+    pthread_mutex_unlock(&q->mu);
+    while (list != NULL) {
+        struct pool_thread *next = list->next;
+        join_thread(list);
+        list = next;
+    }
+    /* The burst is over and its threads are gone, their malloc caches
+     * with them: what they freed goes back to the kernel instead of
+     * staying in the allocator's arenas. */
+    if (trim)
+        malloc_trim(0);
+    pthread_mutex_lock(&q->mu);
+    q->pool_reaping -= n;
+    pthread_cond_broadcast(&q->pool_exit_cv);
+}
+
+/* Joins every thread that left and waits for joins under way elsewhere. */
+static void reap_all(wq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    if (q->reap != NULL)
+        reap_unlocked(q, false);
+    while (q->pool_reaping > 0)
+        pthread_cond_wait(&q->pool_exit_cv, &q->mu);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* Records the calling thread as leaving, for the timer thread to join. */
+static void pool_leave_locked(wq *q, struct pool_thread *self)
+{
+    self->next = q->reap;
     q->reap = self;
     q->pool_threads--;
     pthread_cond_broadcast(&q->pool_exit_cv);
-    return old;
+    pthread_cond_signal(&q->timer_cv);
 }
 
 /* One key through the pool's sync, then back to the queue as its result says. */
@@ -817,19 +881,19 @@ static void *pool_main(void *arg)
             continue;
         }
         /* Still locked. A timed-out thread leaves only while others keep
-         * the minimum. */
+         * the minimum (which may be none: the next key starts a thread). */
         if (rc == -ESHUTDOWN || (rc == -ETIMEDOUT && q->pool_threads > q->pool.min_workers)) {
-            struct pool_thread *old = pool_leave_locked(q, self);
-            bool back_to_min = rc == -ETIMEDOUT && q->pool_threads == q->pool.min_workers;
+            bool back_to_min = rc == -ETIMEDOUT && q->pool_threads - 1 == q->pool.min_workers;
+            /* The trim waits for this thread's exit, which hands its
+             * malloc cache back (the timer thread joins, then trims). */
+            if (back_to_min)
+                q->pool_trim = true;
+            pool_leave_locked(q, self);
             pthread_mutex_unlock(&q->mu);
-            join_thread(old);
-            /* The burst is over: what its threads freed goes back to the
-             * kernel instead of staying in the allocator's arenas. */
-            if (back_to_min) {
-                if (q->pool.quiet)
-                    q->pool.quiet(q->pool.ud);
-                malloc_trim(0);
-            }
+            /* Here, so what the hook frees goes to this thread's cache,
+             * which leaves with it. */
+            if (back_to_min && q->pool.quiet)
+                q->pool.quiet(q->pool.ud);
             return NULL;
         }
         pthread_mutex_unlock(&q->mu);
@@ -878,8 +942,8 @@ int wq_pool_start(wq *q, const wq_pool_opts *opts)
     q->pool = *opts;
     if (q->pool.max_workers < 1)
         q->pool.max_workers = 1;
-    if (q->pool.min_workers < 1)
-        q->pool.min_workers = 1;
+    if (q->pool.min_workers < 0)
+        q->pool.min_workers = 0;
     if (q->pool.min_workers > q->pool.max_workers)
         q->pool.min_workers = q->pool.max_workers;
     if (q->pool.idle_exit <= 0)
@@ -893,7 +957,7 @@ int wq_pool_start(wq *q, const wq_pool_opts *opts)
     for (size_t i = 0; i < want; i++)
         pool_spawn_locked(q);
     /* Keys queued before the pool started wait for the first workers. */
-    int rc = q->pool_threads > 0 ? 0 : -EAGAIN;
+    int rc = q->pool_threads > 0 || want == 0 ? 0 : -EAGAIN;
     if (rc < 0)
         q->pool_on = false;
     pthread_mutex_unlock(&q->mu);
@@ -905,11 +969,10 @@ void wq_pool_join(wq *q)
     pthread_mutex_lock(&q->mu);
     while (q->pool_threads > 0)
         pthread_cond_wait(&q->pool_exit_cv, &q->mu);
-    struct pool_thread *old = q->reap;
-    q->reap = NULL;
     q->pool_on = false;
     pthread_mutex_unlock(&q->mu);
-    join_thread(old);
+    /* Joined here too: a thread that left may still be in the quiet hook. */
+    reap_all(q);
 }
 
 void wq_pool_stats(wq *q, int *threads, int *idle, int *peak)

@@ -69,26 +69,31 @@ bool wq_shutting_down(wq *q);
 
 /*
  * An elastic pool of workers on one queue: at most max_workers threads run
- * `sync` on its keys. It keeps min_workers threads, starts one more when a
- * key is queued while none waits for one (up to the maximum), and a thread
- * beyond the minimum exits after idle_exit without a key. What `sync`
- * returns decides the key's next turn: 0 done (wq_forget), > 0 again after
- * slow_delay, < 0 again after its backoff (wq_add_rate_limited).
+ * `sync` on its keys. It keeps min_workers threads (0: none while idle),
+ * starts one more when a key is queued while none waits for one (up to the
+ * maximum; a delayed key coming due counts as queued then), and a thread
+ * beyond the minimum exits after idle_exit without a key. A thread that
+ * exits hands back glibc's per-thread malloc cache, which a long-lived idle
+ * thread keeps for good. What `sync` returns decides the key's next turn: 0
+ * done (wq_forget), > 0 again after slow_delay, < 0 again after its backoff
+ * (wq_add_rate_limited).
  */
 typedef struct wq_pool_opts {
     int max_workers;         /* < 1: 1 */
-    int min_workers;         /* threads kept while idle; < 1: 1; capped at max_workers */
+    int min_workers;         /* threads kept while idle; < 0: 0; capped at max_workers */
     util_duration idle_exit; /* 0: 30 s */
     util_duration slow_delay;
     int (*sync)(void *ud, const char *key);
     void *ud;
-    /* May be NULL: called when the pool shrank back to min_workers after a
-     * burst, before the allocator is trimmed (drop what the burst grew). */
+    /* May be NULL: called by the last thread to leave when the pool shrank
+     * back to min_workers after a burst (drop what the burst grew); the
+     * allocator is trimmed once that thread has exited. */
     void (*quiet)(void *ud);
 } wq_pool_opts;
 
 /* Starts the queue's pool (one per queue): 0, -EBUSY when one runs, or
- * -EAGAIN when no thread could be started. */
+ * -EAGAIN when no thread could be started (only when some are wanted at
+ * once: min_workers, or keys already queued). */
 int wq_pool_start(wq *q, const wq_pool_opts *opts);
 /* After wq_shutdown: waits until every worker of the pool has exited. */
 void wq_pool_join(wq *q);

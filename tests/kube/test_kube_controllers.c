@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -643,6 +644,82 @@ static void test_events_beyond_the_burst_are_dropped_not_blocking(void **state)
     json_object_put(cm);
 }
 
+/* Tests only (events.c): how long the writer waits before it leaves. */
+void kube_recorder__set_idle_exit(kube_recorder *r, util_duration d);
+
+/* Threads of this process named `name` (/proc/self/task/<tid>/comm). */
+static int threads_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    const struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof(comm), f))
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+        n += strcmp(comm, name) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Polls (up to ~20 s) until `reason` names `want` Events. */
+static int wait_events(const char *reason, int want)
+{
+    int total = 0, n = 0;
+    for (int i = 0; i < 2000 && (n = count_events(reason, &total)) != want; i++)
+        util_sleep(10 * UTIL_MS);
+    return n;
+}
+
+/* Polls (up to ~20 s) until no thread is named "events". */
+static int wait_no_writer(void)
+{
+    int n = threads_named("events");
+    for (int i = 0; i < 2000 && n != 0; i++) {
+        util_sleep(10 * UTIL_MS);
+        n = threads_named("events");
+    }
+    return n;
+}
+
+/* The writer thread leaves once nothing came for a while (its malloc cache
+ * goes with it); the next event starts another, and an event queued just
+ * before the recorder is freed is still written. */
+static void test_events_writer_leaves_when_idle_and_comes_back_for_the_next(void **state)
+{
+    (void)state;
+    assert_int_equal(put_cm("default", "quiet", "1", "x"), 0);
+    json_object *cm = NULL;
+    http("GET", "/api/v1/namespaces/default/configmaps/quiet", NULL, &cm);
+    assert_int_equal(wait_no_writer(), 0); /* no recorder of an earlier test is left */
+    kube_recorder *r = kube_recorder_new(kc, "test-component", NULL);
+    assert_int_equal(threads_named("events"), 0); /* started by the first event */
+    kube_recorder__set_idle_exit(r, 100 * UTIL_MS);
+    static const char *const reasons[] = {"BeforeQuiet", "AfterQuiet", "AfterQuietAgain"};
+    for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
+        kube_event(r, cm, "Normal", reasons[i], "event %zu", i);
+        if (wait_events(reasons[i], 1) != 1)
+            fail_msg("%s: not written", reasons[i]);
+        assert_int_equal(wait_no_writer(), 0);
+    }
+    /* Queued with no writer there, then freed at once: written all the same. */
+    kube_event(r, cm, "Normal", "AtTheEnd", "last");
+    kube_recorder_free(r, 10 * UTIL_SECOND);
+    int total = 0;
+    assert_int_equal(count_events("AtTheEnd", &total), 1);
+    json_object_put(cm);
+}
+
 int main(void)
 {
     const struct CMUnitTest basics[] = {
@@ -655,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_leader_stopped_releases_and_is_replaced_within_a_retry),
         cmocka_unit_test(test_events_aggregate_repeats_into_one_object),
         cmocka_unit_test(test_events_beyond_the_burst_are_dropped_not_blocking),
+        cmocka_unit_test(test_events_writer_leaves_when_idle_and_comes_back_for_the_next),
     };
     const struct CMUnitTest faults[] = {
         cmocka_unit_test(test_informer_converges_under_watch_closes_and_compaction),

@@ -4,7 +4,9 @@
  * keeps), reading a record that may have been edited by hand, the group
  * commit's join/flush/drop bookkeeping and its bounds, the record's name,
  * and what recovery does with an entry. Every table row is one rule and
- * names it; a failing row prints its name.
+ * names it; a failing row prints its name. Against kube-lite (intent.c):
+ * the thread that does the idle write runs only while done entries are
+ * left in the record.
  *
  * JSON fixtures are written with ` for " so they stay readable.
  */
@@ -14,11 +16,16 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
+#include "harness.h"
+#include "provisioner/ctrl_internal.h"
 #include "provisioner/provisioner.h"
 
 #define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
@@ -618,6 +625,121 @@ static void test_recovery_decides_from_claim_pv_and_class(void **state)
     }
 }
 
+/* ---- the idle writer's lifetime (intent.c, against kube-lite) ------------------------------- */
+
+/* Threads of this process named `name` (/proc/self/task/<tid>/comm). */
+static int threads_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    const struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof(comm), f))
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+        n += strcmp(comm, name) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Polls (up to ~30 s: the idle write comes INTENT_IDLE, 5 s, after the
+ * last activity) until `want` threads are named "intent-idle". */
+static int wait_idle_threads(int want)
+{
+    int n = threads_named("intent-idle");
+    for (int i = 0; i < 3000 && n != want; i++) {
+        util_sleep(10 * UTIL_MS);
+        n = threads_named("intent-idle");
+    }
+    return n;
+}
+
+/* The record's annotation as kube-lite holds it ("" when none). */
+static char *record_text(kube_client *kc, const char *path)
+{
+    kube_resp r = {0};
+    char *text = NULL;
+    if (kube_get(kc, path, &r) == 0) {
+        const char *t = kobj_annotation(r.body, PROV_INTENT_ANNOTATION);
+        text = strdup(t ? t : "");
+    }
+    kube_resp_clear(&r);
+    assert_non_null(text);
+    return text;
+}
+
+/* A done entry starts the idle writer; once the idle write dropped it the
+ * thread leaves, and the next done entry starts it again. */
+static void
+test_intent_idle_writer_leaves_when_clean_and_restarts_for_the_next_done_entry(void **state)
+{
+    (void)state;
+    char *url = NULL, *kubeconfig = NULL;
+    pid_t server = th_kube_lite(NULL, &url, &kubeconfig);
+    assert_true(server > 0);
+    kube_config *cfg = NULL;
+    assert_int_equal(kube_config_from_file(kubeconfig, NULL, &cfg), 0);
+    kube_client_opts ko = {.user_agent = "test_prov_intent/test"};
+    kube_client *kc = NULL;
+    assert_int_equal(kube_client_new(cfg, &ko, &kc), 0);
+
+    prov_ctrl *c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    c->o.kube = kc;
+    c->o.intent_namespace = "default";
+    c->o.workers = 1;
+    c->cfg.driver_name = "idle.csi.example.com";
+    assert_int_equal(ctrl_intents_start(c), 0);
+    char *name = prov_intent_record_name(c->cfg.driver_name, NULL);
+    char *path = kube_path(&KUBE_LEASE, "default", name, NULL);
+    assert_int_equal(threads_named("intent-idle"), 0); /* nothing done: no idle writer */
+
+    static const struct {
+        const char *uid, *claim;
+    } rows[] = {{"u-first", "first"}, {"u-again", "again"}};
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        char *text = entry(rows[i].uid, rows[i].claim);
+        json_object *in = json_tokener_parse(text);
+        json_object *pvc = NULL;
+        json_object_object_get_ex(in, "claim", &pvc);
+        assert_int_equal(ctrl_intent_join(c, pvc, NULL, "pvc-x"), 0);
+        json_object_put(in);
+        free(text);
+        char *rec = record_text(kc, path);
+        assert_non_null(strstr(rec, rows[i].uid)); /* written before CreateVolume */
+        free(rec);
+        ctrl_intent_done(c, rows[i].uid);
+        if (wait_idle_threads(1) != 1)
+            fail_msg("%s: no idle writer after a done entry", rows[i].claim);
+        /* The idle write drops the entry; nothing is left, the thread goes. */
+        assert_int_equal(wait_idle_threads(0), 0);
+        rec = record_text(kc, path);
+        if (strstr(rec, rows[i].uid))
+            fail_msg("%s: still in the record after the idle writer left: %s", rows[i].claim, rec);
+        free(rec);
+    }
+    ctrl_intents_free(c);
+    free(c);
+    free(name);
+    free(path);
+    kube_client_free(kc);
+    kube_config_free(cfg);
+    int st = th_stop(server, SIGTERM);
+    assert_true(WIFEXITED(st));
+    free(url);
+    free(kubeconfig);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -637,6 +759,8 @@ int main(void)
         cmocka_unit_test(test_each_finds_the_entries_of_one_claim_key),
         cmocka_unit_test(test_record_name_is_a_valid_object_name),
         cmocka_unit_test(test_recovery_decides_from_claim_pv_and_class),
+        cmocka_unit_test(
+            test_intent_idle_writer_leaves_when_clean_and_restarts_for_the_next_done_entry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

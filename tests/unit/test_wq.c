@@ -954,8 +954,8 @@ static void test_pool_stacks_are_unmapped_after_shrinking(void **state)
     assert_true(stack_mappings() >= before + 16);
     probe_release(&p);
     assert_int_equal(wait_threads(q, 1), 1);
-    /* The one running and the last one to leave (joined by the next);
-     * each leaver joins the one before it, which may still be exiting. */
+    /* The one running and the last one to leave, which the timer thread
+     * joins (it may still be exiting). */
     int after = stack_mappings();
     for (int i = 0; i < 500 && after > before + 2; i++) {
         util_sleep(10 * UTIL_MS);
@@ -968,6 +968,76 @@ static void test_pool_stacks_are_unmapped_after_shrinking(void **state)
     wq_pool_join(q);
     assert_true(stack_mappings() <= before);
     wq_free(q);
+}
+
+/* A pool whose minimum is none exits its last thread once idle, and comes
+ * back for the next key: one added now, or one added with a delay while no
+ * thread exists (the timer thread, which stays, queues it when due and that
+ * starts a worker). */
+static void test_pool_shrinks_to_zero_and_restarts_for_a_new_or_delayed_key(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        util_duration delay; /* 0: wq_add */
+    } cases[] = {
+        {"a key added", 0},
+        {"a key added with a delay", 200 * UTIL_MS},
+        {"a key coming back after a failure", -1},
+    };
+    int stacks_before = stack_mappings();
+    assert_true(stacks_before >= 0);
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        wq *q = new_queue("pool", 50 * UTIL_MS, 50 * UTIL_MS, NULL);
+        pool_probe p;
+        probe_init(&p);
+        p.release = true;
+        wq_pool_opts o = {.max_workers = 4,
+                          .min_workers = 0,
+                          .idle_exit = 50 * UTIL_MS,
+                          .sync = probe_sync,
+                          .ud = &p,
+                          .quiet = count_quiet};
+        assert_int_equal(wq_pool_start(q, &o), 0);
+        int threads = -1;
+        wq_pool_stats(q, &threads, NULL, NULL);
+        assert_int_equal(threads, 0); /* nothing queued: nothing started */
+        /* A burst, then quiet: back to no thread, the quiet hook run once. */
+        wq_add(q, "first");
+        for (int i = 0; i < 2000 && probe_get(&p, &p.done) < 1; i++)
+            util_sleep(10 * UTIL_MS);
+        assert_int_equal(probe_get(&p, &p.done), 1);
+        assert_int_equal(wait_threads(q, 0), 0);
+        for (int i = 0; i < 2000 && probe_get(&p, &p.quiet) < 1; i++)
+            util_sleep(10 * UTIL_MS);
+        assert_int_equal(probe_get(&p, &p.quiet), 1);
+        /* The last thread was joined (by the timer thread): its stack is gone. */
+        int mapped = stack_mappings();
+        for (int i = 0; i < 2000 && mapped > stacks_before; i++) {
+            util_sleep(10 * UTIL_MS);
+            mapped = stack_mappings();
+        }
+        assert_int_equal(mapped, stacks_before);
+
+        if (cases[c].delay > 0) {
+            wq_add_after(q, "second", cases[c].delay);
+        } else if (cases[c].delay < 0) {
+            pthread_mutex_lock(&p.mu);
+            p.fail_first = 1; /* fails once: back after its backoff (50 ms) */
+            pthread_mutex_unlock(&p.mu);
+            wq_add(q, "second");
+        } else {
+            wq_add(q, "second");
+        }
+        for (int i = 0; i < 2000 && probe_get(&p, &p.done) < 2; i++)
+            util_sleep(10 * UTIL_MS);
+        if (probe_get(&p, &p.done) != 2)
+            fail_msg("%s: not run after the pool shrank to none", cases[c].name);
+        assert_int_equal(wait_threads(q, 0), 0);
+        wq_shutdown(q, false);
+        wq_pool_join(q);
+        wq_free(q);
+    }
 }
 
 static void test_pool_sync_result_decides_the_next_turn(void **state)
@@ -1016,6 +1086,7 @@ int main(void)
         cmocka_unit_test(test_pool_started_on_a_backlog_spawns_for_it),
         cmocka_unit_test(test_pool_shrinks_to_min_after_idle_exit),
         cmocka_unit_test(test_pool_stacks_are_unmapped_after_shrinking),
+        cmocka_unit_test(test_pool_shrinks_to_zero_and_restarts_for_a_new_or_delayed_key),
         cmocka_unit_test(test_pool_sync_result_decides_the_next_turn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
