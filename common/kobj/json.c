@@ -54,7 +54,8 @@ static int fail(struct reader *r, const char *what)
 {
     if (r->p >= r->end)
         return -EAGAIN;
-    return util_err_set(-EINVAL, "bad JSON at byte %zu: %s", (size_t)(r->p - r->start), what);
+    util_err_set(-EINVAL, "bad JSON at byte %zu: %s", (size_t)(r->p - r->start), what);
+    return -EINVAL;
 }
 
 static void reserve(struct reader *r, size_t need)
@@ -162,6 +163,8 @@ static int unicode_escape(struct reader *r, char *o, size_t *n)
  */
 static int read_string(struct reader *r, const char **s, size_t *len)
 {
+    *s = NULL;
+    *len = 0;
     /* Most strings have no escape: two memchr() find that out. */
     const char *q = memchr(r->p, '"', (size_t)(r->end - r->p));
     if (!q) {
@@ -366,8 +369,8 @@ static int read_object(struct reader *r, json_object **out)
             return fail(r, "an object key that is not a string");
         }
         r->p++;
-        const char *k;
-        size_t kl;
+        const char *k = NULL;
+        size_t kl = 0;
         int rc = read_string(r, &k, &kl);
         if (rc == 0) {
             skip_ws(r);
@@ -381,7 +384,8 @@ static int read_object(struct reader *r, json_object **out)
             char *key = kl < sizeof(small) ? small : malloc(kl + 1);
             if (!key)
                 abort();
-            memcpy(key, k, kl);
+            if (kl > 0)
+                memcpy(key, k, kl);
             key[kl] = '\0';
             rc = read_value(r, &v);
             if (rc == 0 && json_object_object_add(o, key, v) != 0)
@@ -447,8 +451,8 @@ static int read_value(struct reader *r, json_object **out)
     skip_ws(r);
     if (r->p >= r->end)
         return -EAGAIN;
-    const char *s;
-    size_t n;
+    const char *s = NULL;
+    size_t n = 0;
     int rc;
     switch (*r->p) {
     case '{':
@@ -738,5 +742,7 @@ char *kobj_to_text(const json_object *o, size_t *len)
         *len = w.len;
     /* Exactly sized: informers keep these texts by the hundred thousand. */
     char *exact = realloc(w.buf, w.len + 1);
-    return exact ? exact : w.buf;
+    if (exact)
+        w.buf = exact;
+    return w.buf;
 }

@@ -177,11 +177,12 @@ static char *nested(int depth)
 {
     char *s = malloc((size_t)depth * 2 + 1);
     assert_non_null(s);
-    for (int i = 0; i < depth; i++) {
+    size_t d = (size_t)depth;
+    for (size_t i = 0; i < d; i++) {
         s[i] = '[';
-        s[2 * depth - 1 - i] = ']';
+        s[2 * d - 1 - i] = ']';
     }
-    s[2 * depth] = '\0';
+    s[2 * d] = '\0';
     return s;
 }
 
@@ -362,7 +363,9 @@ static void test_mutations_match_json_c(void **state)
         char *s = T(seeds[next() % N_ROWS(seeds)]);
         size_t n = strlen(s);
         int edits = 1 + (int)(next() % 4);
-        for (int e = 0; e < edits && n > 0; e++) {
+        for (int e = 0; e < edits; e++) {
+            if (n == 0)
+                break;
             size_t at = next() % n;
             switch (next() % 3) {
             case 0: /* replace */
