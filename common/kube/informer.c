@@ -14,6 +14,12 @@
  * delete calls, so every object's last handler call sees its final state.
  * Resync (optional) replays on_update(obj, obj) from its own thread.
  *
+ * After a burst (HANDOVER_EVENTS events or more, then HANDOVER_QUIET
+ * without a byte) the watch ends and goes on from the last resourceVersion
+ * on a fresh thread, without a relist: the old thread exits, and glibc
+ * hands its malloc cache, which pins pages all over the heap, back only
+ * then.
+ *
  * A list item or watch object that is not an object (or has no name) is
  * skipped with one -v=2 line and counted in
  * csi_sidecar_malformed_objects_total{resource} on the client's registry,
@@ -32,7 +38,9 @@
 #include "kube/kube.h"
 #include "kobj/kobj.h"
 
-#define MAX_INDEXES 8
+#define MAX_INDEXES     8
+#define HANDOVER_QUIET  (30 * UTIL_SECOND) /* as the work queues' idle workers */
+#define HANDOVER_EVENTS 256
 
 /* From client.c: the registry given to the client (NULL: none). */
 obs_registry *kube_client__metrics(kube_client *c);
@@ -69,8 +77,9 @@ struct kube_informer {
     atomic_bool synced;
     atomic_bool stop;
     kube_watch *watch;
-    pthread_t th, resync_th;
+    pthread_t th, resync_th; /* th: the watch thread there now (under mu) */
     bool started;
+    bool resume;        /* the next watch thread goes on from last_rv, no list */
     pthread_mutex_t mu; /* for waiting on sync and on stop */
     pthread_cond_t cv;
     obs_metric *m_malformed; /* NULL without a registry */
@@ -623,12 +632,45 @@ static void name_thread(const kube_informer *inf, const char *role)
     util_thread_name("%s:%s", role, caps);
 }
 
+/*
+ * The watch went quiet after a burst: a fresh thread goes on from the last
+ * resourceVersion and this one leaves. False when stopping (the stop joins
+ * this thread) or no thread could be started (this one goes on).
+ */
+static void *run(void *arg);
+
+static bool hand_over(kube_informer *inf)
+{
+    pthread_mutex_lock(&inf->mu);
+    bool ok = false;
+    if (!atomic_load(&inf->stop)) {
+        inf->resume = true;
+        pthread_t th;
+        ok = pthread_create(&th, NULL, run, inf) == 0;
+        if (ok) {
+            inf->th = th;
+            obs_v(4, "watch %s: quiet after a burst, going on on a fresh thread",
+                  inf->o.res->resource);
+        } else {
+            inf->resume = false;
+        }
+    }
+    pthread_mutex_unlock(&inf->mu);
+    /* Nothing of inf is touched from here: a stop may free it at once. */
+    if (ok)
+        util_thread_leave_trimmed();
+    return ok;
+}
+
 static void *run(void *arg)
 {
     kube_informer *inf = arg;
     name_thread(inf, "watch");
     util_duration backoff = 0;
-    bool need_list = true;
+    pthread_mutex_lock(&inf->mu);
+    bool need_list = !inf->resume;
+    inf->resume = false;
+    pthread_mutex_unlock(&inf->mu);
     while (!atomic_load(&inf->stop)) {
         if (backoff > 0)
             sleep_unless_stopped(inf, backoff);
@@ -661,7 +703,11 @@ static void *run(void *arg)
         free(path);
         if (rc == -ECANCELED || atomic_load(&inf->stop))
             break;
-        if (rc == -ERANGE) {
+        if (rc == KUBE_WATCH_QUIET) {
+            if (hand_over(inf))
+                return NULL;
+            backoff = 0;
+        } else if (rc == -ERANGE) {
             obs_v(2, "watch %s: resourceVersion too old, relisting", inf->o.res->resource);
             need_list = true;
             backoff = 0;
@@ -724,6 +770,7 @@ int kube_informer_new(kube_client *c, const kube_informer_opts *opts, kube_infor
     pthread_cond_init(&inf->cv, NULL);
     inf->cache = lh_kchar_table_new(1024, cache_entry_free);
     inf->watch = kube_watch_new(c);
+    kube_watch_end_when_quiet(inf->watch, HANDOVER_QUIET, HANDOVER_EVENTS);
     obs_registry *reg = kube_client__metrics(c);
     if (reg) {
         static const char *const labels[] = {"resource", NULL};
@@ -757,12 +804,25 @@ int kube_informer_start(kube_informer *inf)
 {
     if (inf->started)
         return util_err_set(-EALREADY, "informer already started");
-    if (pthread_create(&inf->th, NULL, run, inf) != 0)
+    pthread_t th;
+    pthread_mutex_lock(&inf->mu);
+    int prc = pthread_create(&th, NULL, run, inf);
+    if (prc == 0)
+        inf->th = th;
+    pthread_mutex_unlock(&inf->mu);
+    if (prc != 0)
         return util_err_set(-EAGAIN, "cannot start the informer thread");
     inf->started = true;
     if (inf->o.resync > 0 && pthread_create(&inf->resync_th, NULL, resync_run, inf) != 0)
         inf->o.resync = 0;
     return 0;
+}
+
+/* Tests only (not in kube.h), before kube_informer_start: when the watch
+ * hands over to a fresh thread. */
+void kube_informer__set_handover(kube_informer *inf, util_duration quiet, size_t min_events)
+{
+    kube_watch_end_when_quiet(inf->watch, quiet, min_events);
 }
 
 bool kube_informer_has_synced(kube_informer *inf)
@@ -804,7 +864,11 @@ void kube_informer_stop(kube_informer *inf)
     pthread_cond_broadcast(&inf->cv);
     pthread_mutex_unlock(&inf->mu);
     kube_watch_cancel(inf->watch);
-    pthread_join(inf->th, NULL);
+    /* Read after stop is set: no hand-over changes it any more. */
+    pthread_mutex_lock(&inf->mu);
+    pthread_t th = inf->th;
+    pthread_mutex_unlock(&inf->mu);
+    pthread_join(th, NULL);
     if (inf->o.resync > 0)
         pthread_join(inf->resync_th, NULL);
     inf->started = false;

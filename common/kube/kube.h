@@ -177,6 +177,16 @@ kube_watch *kube_watch_new(kube_client *c);
  * another ERROR event (-EREMOTEIO), or a transport failure (-EIO). Blocking.
  */
 int kube_watch_run(kube_watch *w, const char *path, kube_watch_fn fn, void *ud);
+/* What kube_watch_run answers when kube_watch_end_when_quiet ended it. */
+#define KUBE_WATCH_QUIET 1
+/*
+ * Makes each later kube_watch_run that delivered at least `min_events`
+ * events end by itself (KUBE_WATCH_QUIET) once `quiet` passed without a
+ * byte from the server; quiet 0 turns it off (the default). For a caller
+ * that goes on from the last resourceVersion on a fresh thread after a
+ * burst: glibc gives a thread's malloc cache back only when it exits.
+ */
+void kube_watch_end_when_quiet(kube_watch *w, util_duration quiet, size_t min_events);
 /* From any thread: ends a running kube_watch_run promptly. */
 void kube_watch_cancel(kube_watch *w);
 void kube_watch_free(kube_watch *w);

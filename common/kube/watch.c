@@ -44,6 +44,9 @@ struct kube_watch {
     CURL *h; /* kept across runs: its connection can serve the next one */
     char err[CURL_ERROR_SIZE];
     atomic_bool cancelled;
+    util_duration quiet; /* end after this long without a byte (0: never) */
+    size_t quiet_min;    /* ... once this many events came */
+    util_duration last_byte;
 
     /* State of the running stream. */
     kube_watch_fn fn;
@@ -70,6 +73,12 @@ kube_watch *kube_watch_new(kube_client *c)
         abort();
     atomic_init(&w->cancelled, false);
     return w;
+}
+
+void kube_watch_end_when_quiet(kube_watch *w, util_duration quiet, size_t min_events)
+{
+    w->quiet = quiet > 0 ? quiet : 0;
+    w->quiet_min = min_events;
 }
 
 void kube_watch_cancel(kube_watch *w)
@@ -243,6 +252,8 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *ud)
 {
     kube_watch *w = ud;
     size_t n = size * nmemb;
+    if (w->quiet > 0)
+        w->last_byte = util_now_mono();
     if (!w->code)
         curl_easy_getinfo(w->h, CURLINFO_RESPONSE_CODE, &w->code);
     if (w->code != 200) {
@@ -285,6 +296,11 @@ static CURLcode pump(kube_watch *w)
             return CURLE_OK;
         if (!running)
             return CURLE_OK;
+        if (w->quiet > 0 && w->events >= w->quiet_min &&
+            util_now_mono() - w->last_byte > w->quiet) {
+            stop(w, KUBE_WATCH_QUIET);
+            return CURLE_OK;
+        }
         /* Returns early on socket activity or curl_multi_wakeup. */
         if (curl_multi_poll(w->multi, NULL, 0, POLL_MS, NULL) != CURLM_OK)
             return CURLE_RECV_ERROR;
@@ -330,6 +346,7 @@ static void stream_begin(kube_watch *w, const char *path, kube_watch_fn fn, void
     w->stopped = false;
     w->stop_rc = 0;
     w->events = 0;
+    w->last_byte = util_now_mono();
     w->err[0] = '\0';
 }
 

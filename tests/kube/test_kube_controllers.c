@@ -720,6 +720,92 @@ static void test_events_writer_leaves_when_idle_and_comes_back_for_the_next(void
     json_object_put(cm);
 }
 
+/* Tests only (informer.c): when the watch hands over to a fresh thread. */
+void kube_informer__set_handover(kube_informer *inf, util_duration quiet, size_t min_events);
+
+/* The TID of the one thread named `name`; -1 when none or several. */
+static long thread_tid(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    long tid = -1;
+    int n = 0;
+    const struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof(comm), f))
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+        if (strcmp(comm, name) == 0) {
+            n++;
+            tid = strtol(de->d_name, NULL, 10);
+        }
+    }
+    closedir(d);
+    return n == 1 ? tid : -1;
+}
+
+/* After a burst of events and a quiet spell the watch goes on on a fresh
+ * thread (the old one exits, its malloc cache with it), from where it was:
+ * later changes arrive once each, and nothing is lost or replayed. */
+static void test_informer_goes_on_on_a_fresh_thread_after_a_burst(void **state)
+{
+    (void)state;
+    struct log l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    kube_informer_opts o = {
+        .res = &CM, .ns = "default", .handlers = {on_add, on_update, on_delete, &l}};
+    kube_informer *inf = NULL;
+    assert_int_equal(kube_informer_new(kc, &o, &inf), 0);
+    kube_informer__set_handover(inf, 300 * UTIL_MS, 5);
+    assert_int_equal(kube_informer_start(inf), 0);
+    assert_int_equal(kube_informer_wait_for_sync(inf, 10 * UTIL_SECOND), 0);
+    int base = l.adds;
+    long first = thread_tid("watch:CM");
+    assert_true(first > 0);
+    for (int round = 0; round < 2; round++) {
+        long before = thread_tid("watch:CM");
+        for (int i = 0; i < 8; i++) {
+            char name[32];
+            snprintf(name, sizeof(name), "burst-%d-%d", round, i);
+            assert_int_equal(put_cm("default", name, "1", "x"), 0);
+        }
+        struct want w = {&l, base + 8 * (round + 1), 0, 0};
+        assert_true(th_wait_until(counts_reached, &w, 10 * UTIL_SECOND));
+        long now = before;
+        for (int i = 0; i < 2000 && (now == before || now < 0); i++) {
+            util_sleep(10 * UTIL_MS);
+            now = thread_tid("watch:CM");
+        }
+        if (now == before || now < 0)
+            fail_msg("round %d: the watch thread %ld was not replaced", round, before);
+    }
+    /* A change after the hand-overs arrives, once; nothing came twice. */
+    assert_int_equal(put_cm("default", "burst-0-0", "2", "x"), 0);
+    struct want w = {&l, base + 16, 1, 0};
+    assert_true(th_wait_until(counts_reached, &w, 10 * UTIL_SECOND));
+    util_sleep(200 * UTIL_MS);
+    pthread_mutex_lock(&l.mu);
+    assert_int_equal(l.adds, base + 16);
+    assert_int_equal(l.updates, 1);
+    assert_int_equal(l.deletes, 0);
+    pthread_mutex_unlock(&l.mu);
+    assert_int_equal(kube_informer_count(inf), (size_t)base + 16);
+    kube_informer_free(inf);
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 8; i++) {
+            char name[32];
+            snprintf(name, sizeof(name), "burst-%d-%d", round, i);
+            del_cm("default", name);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest basics[] = {
@@ -727,6 +813,7 @@ int main(void)
         cmocka_unit_test(test_informer_resync_replays_updates_without_changes),
         cmocka_unit_test(test_informer_transform_slims_what_is_cached),
         cmocka_unit_test(test_informer_keep_filters_what_is_cached),
+        cmocka_unit_test(test_informer_goes_on_on_a_fresh_thread_after_a_burst),
         cmocka_unit_test(test_lease_names_match_upstream),
         cmocka_unit_test(test_leader_killed_is_replaced_within_lease_plus_retry),
         cmocka_unit_test(test_leader_stopped_releases_and_is_replaced_within_a_retry),
