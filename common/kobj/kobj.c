@@ -118,6 +118,92 @@ const char *kobj_str_at(const json_object *a, size_t i)
     return v ? json_object_get_string(v) : NULL;
 }
 
+/* ---- field types ----------------------------------------------------------- */
+
+static bool of_type(const json_object *v, char t)
+{
+    switch (t) {
+    case 's':
+        return kobj_typed(v, json_type_string) != NULL;
+    case 'b':
+        return kobj_typed(v, json_type_boolean) != NULL;
+    case 'o':
+        return kobj_typed(v, json_type_object) != NULL;
+    case 'a':
+        return kobj_typed(v, json_type_array) != NULL;
+    case 'm': {
+        if (!kobj_typed(v, json_type_object))
+            return false;
+        json_object_object_foreach((json_object *)v, k, val)
+        {
+            (void)k;
+            if (val && !json_object_is_type(val, json_type_string))
+                return false;
+        }
+        return true;
+    }
+    case 'l': {
+        if (!kobj_typed(v, json_type_array))
+            return false;
+        size_t n = json_object_array_length(v);
+        for (size_t i = 0; i < n; i++) {
+            const json_object *item = json_object_array_get_idx(v, i);
+            if (item && !json_object_is_type(item, json_type_string))
+                return false;
+        }
+        return true;
+    }
+    default:
+        return true;
+    }
+}
+
+/* The rest of `path` (segments up to a NUL) from `v`: true when every value
+ * it reaches is missing, null or of type t. */
+static bool path_ok(const json_object *v, const char *path, char t)
+{
+    if (!v)
+        return true;
+    if (!*path)
+        return of_type(v, t);
+    const char *end = strchr(path, '.');
+    size_t n = end ? (size_t)(end - path) : strlen(path);
+    bool each = n >= 2 && path[n - 2] == '[' && path[n - 1] == ']';
+    char key[64];
+    size_t kl = each ? n - 2 : n;
+    if (kl >= sizeof(key))
+        return true; /* no rule is that long */
+    memcpy(key, path, kl);
+    key[kl] = '\0';
+    const char *rest = end ? end + 1 : path + n;
+    /* A step through a value that is not an object: that value is what
+     * has the wrong type, and its own rule says so. */
+    json_object *next = kobj_typed(v, json_type_object) ? kobj_get(v, key) : NULL;
+    if (!each)
+        return path_ok(next, rest, t);
+    if (!next)
+        return true;
+    if (!kobj_typed(next, json_type_array))
+        return false;
+    size_t len = json_object_array_length(next);
+    for (size_t i = 0; i < len; i++)
+        if (!path_ok(json_object_array_get_idx(next, i), rest, t))
+            return false;
+    return true;
+}
+
+int kobj_check(const json_object *o, const char *const *rules)
+{
+    for (size_t i = 0; rules && rules[i]; i++) {
+        const char *r = rules[i];
+        if (!r[0] || r[1] != ' ')
+            continue;
+        if (!path_ok(o, r + 2, r[0]))
+            return util_err_set(-EINVAL, "%s has the wrong type", r + 2);
+    }
+    return 0;
+}
+
 /* ---- metadata ------------------------------------------------------------------ */
 
 json_object *kobj_meta(const json_object *o)

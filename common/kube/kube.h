@@ -40,6 +40,10 @@ typedef struct kube_resource {
     const char *resource; /* plural */
     const char *kind;
     bool namespaced;
+    /* kobj_check rules for the fields the sidecars read, beyond metadata
+     * (NULL: none): an informer refuses an object that breaks one, as Go's
+     * typed decoder would, and lists again rather than keep it. */
+    const char *const *fields;
 } kube_resource;
 
 extern const kube_resource KUBE_PVC, KUBE_PV, KUBE_STORAGECLASS, KUBE_NODE, KUBE_CSINODE,

@@ -9,35 +9,99 @@
 
 #include "kube/kube.h"
 
-#define CORE(res, kind, ns)                                                                        \
+#define CORE(res, kind, ns, fields)                                                                \
     {                                                                                              \
-        "", "v1", res, kind, ns                                                                    \
+        "", "v1", res, kind, ns, fields                                                            \
     }
-#define STORAGE(res, kind, ns)                                                                     \
+#define STORAGE(res, kind, ns, fields)                                                             \
     {                                                                                              \
-        "storage.k8s.io", "v1", res, kind, ns                                                      \
-    }
-#define SNAP(res, kind, ns)                                                                        \
-    {                                                                                              \
-        "snapshot.storage.k8s.io", "v1", res, kind, ns                                             \
+        "storage.k8s.io", "v1", res, kind, ns, fields                                              \
     }
 
-const kube_resource KUBE_PVC = CORE("persistentvolumeclaims", "PersistentVolumeClaim", true);
-const kube_resource KUBE_PV = CORE("persistentvolumes", "PersistentVolume", false);
-const kube_resource KUBE_NODE = CORE("nodes", "Node", false);
-const kube_resource KUBE_POD = CORE("pods", "Pod", true);
-const kube_resource KUBE_SECRET = CORE("secrets", "Secret", true);
-const kube_resource KUBE_EVENT = CORE("events", "Event", true);
-const kube_resource KUBE_NAMESPACE = CORE("namespaces", "Namespace", false);
-const kube_resource KUBE_STORAGECLASS = STORAGE("storageclasses", "StorageClass", false);
-const kube_resource KUBE_CSINODE = STORAGE("csinodes", "CSINode", false);
-const kube_resource KUBE_CSIDRIVER = STORAGE("csidrivers", "CSIDriver", false);
-const kube_resource KUBE_VOLUMEATTACHMENT = STORAGE("volumeattachments", "VolumeAttachment", false);
+/*
+ * The fields each sidecar reads, with their types in the Kubernetes API.
+ * Objects that rarely change (classes, CSINodes) matter most: a corrupted
+ * copy in the cache would stay there until the next list, and the claims
+ * it concerns would wait for it.
+ */
+static const char *const PVC_FIELDS[] = {"o spec",
+                                         "s spec.storageClassName",
+                                         "s spec.volumeName",
+                                         "l spec.accessModes",
+                                         "s spec.volumeMode",
+                                         "o spec.resources",
+                                         "m spec.resources.requests",
+                                         "o spec.dataSource",
+                                         "o spec.dataSourceRef",
+                                         "o spec.selector",
+                                         "o status",
+                                         "s status.phase",
+                                         NULL};
+static const char *const PV_FIELDS[] = {"o spec",
+                                        "o spec.csi",
+                                        "s spec.csi.driver",
+                                        "s spec.csi.volumeHandle",
+                                        "m spec.csi.volumeAttributes",
+                                        "o spec.claimRef",
+                                        "s spec.claimRef.name",
+                                        "s spec.claimRef.namespace",
+                                        "s spec.claimRef.uid",
+                                        "s spec.persistentVolumeReclaimPolicy",
+                                        "s spec.storageClassName",
+                                        "m spec.capacity",
+                                        "o status",
+                                        "s status.phase",
+                                        NULL};
+static const char *const SC_FIELDS[] = {"s provisioner",
+                                        "m parameters",
+                                        "s reclaimPolicy",
+                                        "s volumeBindingMode",
+                                        "b allowVolumeExpansion",
+                                        "l mountOptions",
+                                        "a allowedTopologies",
+                                        "a allowedTopologies[].matchLabelExpressions",
+                                        "s allowedTopologies[].matchLabelExpressions[].key",
+                                        "l allowedTopologies[].matchLabelExpressions[].values",
+                                        NULL};
+static const char *const CSINODE_FIELDS[] = {"o spec",
+                                             "a spec.drivers",
+                                             "s spec.drivers[].name",
+                                             "s spec.drivers[].nodeID",
+                                             "l spec.drivers[].topologyKeys",
+                                             NULL};
+static const char *const VA_FIELDS[] = {"o spec",
+                                        "s spec.attacher",
+                                        "s spec.nodeName",
+                                        "o spec.source",
+                                        "s spec.source.persistentVolumeName",
+                                        "o spec.source.inlineVolumeSpec",
+                                        "o status",
+                                        "b status.attached",
+                                        "m status.attachmentMetadata",
+                                        NULL};
+#define SNAP(res, kind, ns)                                                                        \
+    {                                                                                              \
+        "snapshot.storage.k8s.io", "v1", res, kind, ns, NULL                                       \
+    }
+
+const kube_resource KUBE_PVC =
+    CORE("persistentvolumeclaims", "PersistentVolumeClaim", true, PVC_FIELDS);
+const kube_resource KUBE_PV = CORE("persistentvolumes", "PersistentVolume", false, PV_FIELDS);
+const kube_resource KUBE_NODE = CORE("nodes", "Node", false, NULL);
+const kube_resource KUBE_POD = CORE("pods", "Pod", true, NULL);
+const kube_resource KUBE_SECRET = CORE("secrets", "Secret", true, NULL);
+const kube_resource KUBE_EVENT = CORE("events", "Event", true, NULL);
+const kube_resource KUBE_NAMESPACE = CORE("namespaces", "Namespace", false, NULL);
+const kube_resource KUBE_STORAGECLASS = STORAGE("storageclasses", "StorageClass", false, SC_FIELDS);
+const kube_resource KUBE_CSINODE = STORAGE("csinodes", "CSINode", false, CSINODE_FIELDS);
+const kube_resource KUBE_CSIDRIVER = STORAGE("csidrivers", "CSIDriver", false, NULL);
+const kube_resource KUBE_VOLUMEATTACHMENT =
+    STORAGE("volumeattachments", "VolumeAttachment", false, VA_FIELDS);
 const kube_resource KUBE_CSISTORAGECAPACITY =
-    STORAGE("csistoragecapacities", "CSIStorageCapacity", true);
+    STORAGE("csistoragecapacities", "CSIStorageCapacity", true, NULL);
 const kube_resource KUBE_VOLUMEATTRIBUTESCLASS =
-    STORAGE("volumeattributesclasses", "VolumeAttributesClass", false);
-const kube_resource KUBE_LEASE = {"coordination.k8s.io", "v1", "leases", "Lease", true};
+    STORAGE("volumeattributesclasses", "VolumeAttributesClass", false, NULL);
+const kube_resource KUBE_LEASE = {"coordination.k8s.io", "v1", "leases", "Lease", true, NULL};
 const kube_resource KUBE_VOLUMESNAPSHOT = SNAP("volumesnapshots", "VolumeSnapshot", true);
 const kube_resource KUBE_VOLUMESNAPSHOTCONTENT =
     SNAP("volumesnapshotcontents", "VolumeSnapshotContent", false);

@@ -177,7 +177,7 @@ static int on_event(void *ud, const char *type, json_object *obj)
     return 0;
 }
 
-static const kube_resource CM = {"", "v1", "configmaps", "ConfigMap", true};
+static const kube_resource CM = {"", "v1", "configmaps", "ConfigMap", true, NULL};
 
 static void on_add(void *ud, json_object *obj)
 {

@@ -81,7 +81,7 @@ static int http(const char *method, const char *path, const char *body, json_obj
     return code;
 }
 
-static const kube_resource CM = {"", "v1", "configmaps", "ConfigMap", true};
+static const kube_resource CM = {"", "v1", "configmaps", "ConfigMap", true, NULL};
 
 /* Creates or replaces ConfigMap ns/name with data.v = value and label l = label. */
 static int put_cm(const char *ns, const char *name, const char *value, const char *label)

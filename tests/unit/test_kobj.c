@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "kobj/kobj.h"
+#include "util/util.h"
 
 #define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
 
@@ -543,6 +544,70 @@ static void test_pointer_escape(void **state)
     assert_null(kobj_pointer_escape(NULL));
 }
 
+/* ---- field types ------------------------------------------------------------ */
+
+static const char *const check_rules[] = {"s provisioner",
+                                          "m parameters",
+                                          "b allowVolumeExpansion",
+                                          "l mountOptions",
+                                          "o spec",
+                                          "a spec.drivers",
+                                          "s spec.drivers[].name",
+                                          "l spec.drivers[].keys",
+                                          "s deep.a[].b[].c",
+                                          NULL};
+
+static const struct check_row {
+    const char *json;
+    const char *bad; /* the path named, or NULL: accepted */
+} check_rows[] = {
+    {"{}", NULL},
+    {"{`provisioner`:`p`,`parameters`:{`a`:`b`},`allowVolumeExpansion`:true,`mountOptions`:[`ro`]}",
+     NULL},
+    {"{`provisioner`:null,`parameters`:null,`spec`:null,`mountOptions`:[null]}", NULL},
+    {"{`provisioner`:1}", "provisioner"},
+    {"{`provisioner`:[`p`]}", "provisioner"},
+    {"{`parameters`:`x`}", "parameters"},
+    {"{`parameters`:{`a`:1}}", "parameters"},
+    {"{`allowVolumeExpansion`:`true`}", "allowVolumeExpansion"},
+    {"{`mountOptions`:`ro`}", "mountOptions"},
+    {"{`mountOptions`:[`ro`,2]}", "mountOptions"},
+    {"{`spec`:`x`}", "spec"},
+    {"{`spec`:{`drivers`:{}}}", "spec.drivers"},
+    {"{`spec`:{`drivers`:[{`name`:`d`,`keys`:[`k`]},{`name`:`e`}]}}", NULL},
+    {"{`spec`:{`drivers`:[{`name`:`d`},{`name`:7}]}}", "spec.drivers[].name"},
+    {"{`spec`:{`drivers`:[{`name`:`d`,`keys`:[1]}]}}", "spec.drivers[].keys"},
+    {"{`spec`:{`drivers`:[`not an object`]}}", NULL}, /* an item's own type: no rule */
+    {"{`deep`:{`a`:[{`b`:[{`c`:`x`},{}]}]}}", NULL},
+    {"{`deep`:{`a`:[{`b`:[{`c`:`x`},{`c`:false}]}]}}", "deep.a[].b[].c"},
+    {"{`deep`:{`a`:[{`b`:{}}]}}", "deep.a[].b[].c"},
+};
+
+static void test_check_field_types(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_ROWS(check_rows); i++) {
+        json_object *o = J(check_rows[i].json);
+        int rc = kobj_check(o, check_rules);
+        if (!check_rows[i].bad && rc != 0)
+            fail_msg("row %zu %s: refused (%s)", i, check_rows[i].json, util_err_last());
+        if (check_rows[i].bad) {
+            if (rc != -EINVAL)
+                fail_msg("row %zu %s: accepted", i, check_rows[i].json);
+            if (strncmp(util_err_last(), check_rows[i].bad, strlen(check_rows[i].bad)) != 0)
+                fail_msg("row %zu: message %s, want %s", i, util_err_last(), check_rows[i].bad);
+        }
+        json_object_put(o);
+    }
+    /* No rules, or an object that is not one: nothing to refuse. */
+    json_object *o = J("{`provisioner`:1}");
+    assert_int_equal(kobj_check(o, NULL), 0);
+    json_object_put(o);
+    o = J("[1]");
+    assert_int_equal(kobj_check(o, check_rules), 0);
+    json_object_put(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -563,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_patch_remove_finalizer),
         cmocka_unit_test(test_patch_set_annotation_texts),
         cmocka_unit_test(test_pointer_escape),
+        cmocka_unit_test(test_check_field_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
