@@ -10,7 +10,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -647,31 +646,6 @@ static void test_events_beyond_the_burst_are_dropped_not_blocking(void **state)
 /* Tests only (events.c): how long the writer waits before it leaves. */
 void kube_recorder__set_idle_exit(kube_recorder *r, util_duration d);
 
-/* Threads of this process named `name` (/proc/self/task/<tid>/comm). */
-static int threads_named(const char *name)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return -1;
-    int n = 0;
-    const struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.')
-            continue;
-        char path[300], comm[64] = "";
-        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        if (fgets(comm, sizeof(comm), f))
-            comm[strcspn(comm, "\n")] = '\0';
-        fclose(f);
-        n += strcmp(comm, name) == 0;
-    }
-    closedir(d);
-    return n;
-}
-
 /* Polls (up to ~20 s) until `reason` names `want` Events. */
 static int wait_events(const char *reason, int want)
 {
@@ -684,10 +658,10 @@ static int wait_events(const char *reason, int want)
 /* Polls (up to ~20 s) until no thread is named "events". */
 static int wait_no_writer(void)
 {
-    int n = threads_named("events");
+    int n = th_threads_named("events", NULL);
     for (int i = 0; i < 2000 && n != 0; i++) {
         util_sleep(10 * UTIL_MS);
-        n = threads_named("events");
+        n = th_threads_named("events", NULL);
     }
     return n;
 }
@@ -703,7 +677,7 @@ static void test_events_writer_leaves_when_idle_and_comes_back_for_the_next(void
     http("GET", "/api/v1/namespaces/default/configmaps/quiet", NULL, &cm);
     assert_int_equal(wait_no_writer(), 0); /* no recorder of an earlier test is left */
     kube_recorder *r = kube_recorder_new(kc, "test-component", NULL);
-    assert_int_equal(threads_named("events"), 0); /* started by the first event */
+    assert_int_equal(th_threads_named("events", NULL), 0); /* started by the first event */
     kube_recorder__set_idle_exit(r, 100 * UTIL_MS);
     static const char *const reasons[] = {"BeforeQuiet", "AfterQuiet", "AfterQuietAgain"};
     for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
@@ -726,30 +700,8 @@ void kube_informer__set_handover(kube_informer *inf, util_duration quiet, size_t
 /* The TID of the one thread named `name`; -1 when none or several. */
 static long thread_tid(const char *name)
 {
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return -1;
     long tid = -1;
-    int n = 0;
-    const struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.')
-            continue;
-        char path[300], comm[64] = "";
-        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        if (fgets(comm, sizeof(comm), f))
-            comm[strcspn(comm, "\n")] = '\0';
-        fclose(f);
-        if (strcmp(comm, name) == 0) {
-            n++;
-            tid = strtol(de->d_name, NULL, 10);
-        }
-    }
-    closedir(d);
-    return n == 1 ? tid : -1;
+    return th_threads_named(name, &tid) == 1 ? tid : -1;
 }
 
 /* After a burst of events and a quiet spell the watch goes on on a fresh

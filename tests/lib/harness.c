@@ -3,6 +3,7 @@
  * kills whatever is left so that a failed assertion never leaves a server
  * running behind the test.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -122,6 +123,36 @@ char *th_build_path(const char *rel)
         *slash = '\0';
     }
     return util_asprintf("%s/%s", self, rel);
+}
+
+int th_threads_named(const char *name, long *tid)
+{
+    if (tid)
+        *tid = -1;
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    const struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof(comm), f))
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+        if (strcmp(comm, name) == 0) {
+            n++;
+            if (tid)
+                *tid = strtol(de->d_name, NULL, 10);
+        }
+    }
+    closedir(d);
+    return n;
 }
 
 bool th_wait_until(bool (*cond)(void *), void *ud, util_duration timeout)

@@ -24,6 +24,9 @@ const char *th_tmpdir(void);
 char *th_build_path(const char *rel);
 /* Polls `cond` every 20 ms until true or `timeout` passes. */
 bool th_wait_until(bool (*cond)(void *), void *ud, util_duration timeout);
+/* How many threads of this process are named `name` (-1: /proc unreadable);
+ * *tid (may be NULL) gets the TID of one of them, or -1 when none. */
+int th_threads_named(const char *name, long *tid);
 
 /*
  * Starts build/bin/kube-lite on 127.0.0.1 with a free port and `args`

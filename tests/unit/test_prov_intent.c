@@ -16,7 +16,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -627,39 +626,14 @@ static void test_recovery_decides_from_claim_pv_and_class(void **state)
 
 /* ---- the idle writer's lifetime (intent.c, against kube-lite) ------------------------------- */
 
-/* Threads of this process named `name` (/proc/self/task/<tid>/comm). */
-static int threads_named(const char *name)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return -1;
-    int n = 0;
-    const struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.')
-            continue;
-        char path[300], comm[64] = "";
-        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        if (fgets(comm, sizeof(comm), f))
-            comm[strcspn(comm, "\n")] = '\0';
-        fclose(f);
-        n += strcmp(comm, name) == 0;
-    }
-    closedir(d);
-    return n;
-}
-
 /* Polls (up to ~30 s: the idle write comes INTENT_IDLE, 5 s, after the
  * last activity) until `want` threads are named "intent-idle". */
 static int wait_idle_threads(int want)
 {
-    int n = threads_named("intent-idle");
+    int n = th_threads_named("intent-idle", NULL);
     for (int i = 0; i < 3000 && n != want; i++) {
         util_sleep(10 * UTIL_MS);
-        n = threads_named("intent-idle");
+        n = th_threads_named("intent-idle", NULL);
     }
     return n;
 }
@@ -702,7 +676,7 @@ test_intent_idle_writer_leaves_when_clean_and_restarts_for_the_next_done_entry(v
     assert_int_equal(ctrl_intents_start(c), 0);
     char *name = prov_intent_record_name(c->cfg.driver_name, NULL);
     char *path = kube_path(&KUBE_LEASE, "default", name, NULL);
-    assert_int_equal(threads_named("intent-idle"), 0); /* nothing done: no idle writer */
+    assert_int_equal(th_threads_named("intent-idle", NULL), 0); /* nothing done: no idle writer */
 
     static const struct {
         const char *uid, *claim;
