@@ -17,40 +17,13 @@
 
 #define STRIPPED "\"***stripped***\""
 
-typedef struct sbuf {
-    char *buf;
-    size_t len, cap, max;
-} sbuf;
-
-static void sb_grow(sbuf *b, size_t need)
+static void sb_puts(util_buf *b, const char *s)
 {
-    if (b->len + need + 1 <= b->cap)
-        return;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + need + 1)
-        cap *= 2;
-    char *n = realloc(b->buf, cap);
-    if (!n)
-        abort();
-    b->buf = n;
-    b->cap = cap;
+    util_buf_put(b, s, strlen(s));
 }
 
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    sb_grow(b, n);
-    memcpy(b->buf + b->len, s, n);
-    b->len += n;
-    b->buf[b->len] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...) UTIL_ATTR_PRINTF(2, 3);
-static void sb_printf(sbuf *b, const char *fmt, ...)
+static void sb_printf(util_buf *b, const char *fmt, ...) UTIL_ATTR_PRINTF(2, 3);
+static void sb_printf(util_buf *b, const char *fmt, ...)
 {
     char tmp[64];
     va_list ap;
@@ -58,24 +31,24 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
     int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
     va_end(ap);
     if (n > 0)
-        sb_put(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+        util_buf_put(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
 }
 
-static void sb_quote(sbuf *b, const char *s, size_t n)
+static void sb_quote(util_buf *b, const char *s, size_t n)
 {
-    sb_put(b, "\"", 1);
+    util_buf_put(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '"' || c == '\\') {
             char esc[2] = {'\\', (char)c};
-            sb_put(b, esc, 2);
+            util_buf_put(b, esc, 2);
         } else if (c < 0x20 || c == 0x7f) {
             sb_printf(b, "\\u%04x", c);
         } else {
-            sb_put(b, (const char *)&c, 1);
+            util_buf_put(b, (const char *)&c, 1);
         }
     }
-    sb_put(b, "\"", 1);
+    util_buf_put(b, "\"", 1);
 }
 
 static bool is_sensitive(const ProtobufCFieldDescriptor *f)
@@ -133,9 +106,9 @@ static bool is_zero(const ProtobufCFieldDescriptor *f, const void *p)
     }
 }
 
-static void render_msg(sbuf *b, const ProtobufCMessage *m);
+static void render_msg(util_buf *b, const ProtobufCMessage *m);
 
-static void render_value(sbuf *b, const ProtobufCFieldDescriptor *f, const void *p)
+static void render_value(util_buf *b, const ProtobufCFieldDescriptor *f, const void *p)
 {
     switch (f->type) {
     case PROTOBUF_C_TYPE_INT32:
@@ -208,7 +181,7 @@ static bool is_map(const ProtobufCFieldDescriptor *f)
            strcmp(d->fields[0].name, "key") == 0 && strcmp(d->fields[1].name, "value") == 0;
 }
 
-static void render_map(sbuf *b, const ProtobufCFieldDescriptor *f, size_t n,
+static void render_map(util_buf *b, const ProtobufCFieldDescriptor *f, size_t n,
                        ProtobufCMessage *const *entries)
 {
     const ProtobufCMessageDescriptor *d = f->descriptor;
@@ -225,7 +198,7 @@ static void render_map(sbuf *b, const ProtobufCFieldDescriptor *f, size_t n,
     sb_puts(b, "}");
 }
 
-static void render_msg(sbuf *b, const ProtobufCMessage *m)
+static void render_msg(util_buf *b, const ProtobufCMessage *m)
 {
     const ProtobufCMessageDescriptor *d = m->descriptor;
     const char *base = (const char *)m;
@@ -279,7 +252,7 @@ static void render_msg(sbuf *b, const ProtobufCMessage *m)
 
 char *csi_msg_to_text(const ProtobufCMessage *msg, size_t max_len)
 {
-    sbuf b = {0};
+    util_buf b = {0};
     if (!msg)
         sb_puts(&b, "null");
     else

@@ -116,7 +116,8 @@ static size_t put_utf8(char *o, unsigned cp)
     return 4;
 }
 
-/* One \uXXXX escape (r->p just past the "\u"), a surrogate pair taking two;
+/* One \u escape with its four hex digits (r->p just past the "\u"), a
+ * surrogate pair taking two;
  * the code point's UTF-8 bytes go to o. */
 static int unicode_escape(struct reader *r, char *o, size_t *n)
 {
@@ -578,32 +579,6 @@ long kobj_frame_scan(kobj_frame *f, const char *p, size_t n)
 
 /* ---- writing ----------------------------------------------------------------- */
 
-struct writer {
-    char *buf;
-    size_t len, cap;
-};
-
-static void grow(struct writer *w, size_t more)
-{
-    if (w->len + more + 1 <= w->cap)
-        return;
-    size_t cap = w->cap ? w->cap : 256;
-    while (cap < w->len + more + 1)
-        cap *= 2;
-    char *nb = realloc(w->buf, cap);
-    if (!nb)
-        abort();
-    w->buf = nb;
-    w->cap = cap;
-}
-
-static void put(struct writer *w, const char *s, size_t n)
-{
-    grow(w, n);
-    memcpy(w->buf + w->len, s, n);
-    w->len += n;
-}
-
 /* 0: the byte is written as it is; else the letter of its short escape,
  * or 'u' for \u00XX. */
 static const char esc_of[256] = {
@@ -629,10 +604,9 @@ static bool needs_escape8(const char *p)
     return (small | quote | slash) != 0;
 }
 
-static void put_string(struct writer *w, const char *s, size_t n)
+static void put_string(util_buf *w, const char *s, size_t n)
 {
-    grow(w, n + 2);
-    w->buf[w->len++] = '"';
+    util_buf_put(w, "\"", 1);
     size_t i = 0;
     while (i < n) {
         size_t run = i;
@@ -640,7 +614,7 @@ static void put_string(struct writer *w, const char *s, size_t n)
             i += 8;
         while (i < n && !esc_of[(unsigned char)s[i]])
             i++;
-        put(w, s + run, i - run);
+        util_buf_put(w, s + run, i - run);
         if (i == n)
             break;
         unsigned char c = (unsigned char)s[i++];
@@ -648,16 +622,16 @@ static void put_string(struct writer *w, const char *s, size_t n)
         if (e == 'u') {
             static const char hex[] = "0123456789abcdef";
             char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            put(w, u, sizeof(u));
+            util_buf_put(w, u, sizeof(u));
         } else {
             char two[2] = {'\\', e};
-            put(w, two, 2);
+            util_buf_put(w, two, 2);
         }
     }
-    put(w, "\"", 1);
+    util_buf_put(w, "\"", 1);
 }
 
-static void put_u64(struct writer *w, uint64_t v, bool neg)
+static void put_u64(util_buf *w, uint64_t v, bool neg)
 {
     char tmp[24];
     size_t i = sizeof(tmp);
@@ -667,20 +641,20 @@ static void put_u64(struct writer *w, uint64_t v, bool neg)
     } while (v);
     if (neg)
         tmp[--i] = '-';
-    put(w, tmp + i, sizeof(tmp) - i);
+    util_buf_put(w, tmp + i, sizeof(tmp) - i);
 }
 
-static void put_value(struct writer *w, json_object *o)
+static void put_value(util_buf *w, json_object *o)
 {
     switch (o ? json_object_get_type(o) : json_type_null) {
     case json_type_null:
-        put(w, "null", 4);
+        util_buf_put(w, "null", 4);
         return;
     case json_type_boolean:
         if (json_object_get_boolean(o))
-            put(w, "true", 4);
+            util_buf_put(w, "true", 4);
         else
-            put(w, "false", 5);
+            util_buf_put(w, "false", 5);
         return;
     case json_type_int: {
         int64_t v = json_object_get_int64(o);
@@ -696,36 +670,36 @@ static void put_value(struct writer *w, json_object *o)
          * text a number was parsed from. */
         size_t n = 0;
         const char *t = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
-        put(w, t, n);
+        util_buf_put(w, t, n);
         return;
     }
     case json_type_string:
         put_string(w, json_object_get_string(o), (size_t)json_object_get_string_len(o));
         return;
     case json_type_array: {
-        put(w, "[", 1);
+        util_buf_put(w, "[", 1);
         size_t n = json_object_array_length(o);
         for (size_t i = 0; i < n; i++) {
             if (i)
-                put(w, ",", 1);
+                util_buf_put(w, ",", 1);
             put_value(w, json_object_array_get_idx(o, i));
         }
-        put(w, "]", 1);
+        util_buf_put(w, "]", 1);
         return;
     }
     case json_type_object: {
-        put(w, "{", 1);
+        util_buf_put(w, "{", 1);
         bool first = true;
         json_object_object_foreach(o, k, v)
         {
             if (!first)
-                put(w, ",", 1);
+                util_buf_put(w, ",", 1);
             first = false;
             put_string(w, k, strlen(k));
-            put(w, ":", 1);
+            util_buf_put(w, ":", 1);
             put_value(w, v);
         }
-        put(w, "}", 1);
+        util_buf_put(w, "}", 1);
         return;
     }
     }
@@ -733,11 +707,9 @@ static void put_value(struct writer *w, json_object *o)
 
 char *kobj_to_text(const json_object *o, size_t *len)
 {
-    struct writer w = {0};
-    grow(&w, 0);
+    util_buf w = {0};
     /* json-c's iterators take non-const pointers; nothing is modified. */
     put_value(&w, (json_object *)o);
-    w.buf[w.len] = '\0';
     if (len)
         *len = w.len;
     /* Exactly sized: informers keep these texts by the hundred thousand. */

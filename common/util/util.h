@@ -135,6 +135,13 @@ char *util_strdup(const char *s);
 char *util_asprintf(const char *fmt, ...) UTIL_ATTR_PRINTF(1, 2);
 void *util_calloc(size_t n, size_t size);
 bool util_has_prefix(const char *s, const char *prefix);
+/* A growing text: start from {0}; after the first put, buf holds len bytes
+ * and a NUL (the owner frees buf). Aborts on out-of-memory. */
+typedef struct util_buf {
+    char *buf;
+    size_t len, cap;
+} util_buf;
+void util_buf_put(util_buf *b, const char *s, size_t n);
 /* Names the calling thread (what `top -H` and /proc/PID/task/TID/comm show);
  * the kernel keeps 15 bytes. A thread's name says its role, so CPU and
  * memory can be told apart by role without a debugger. */

@@ -71,6 +71,24 @@ void util_thread_name(const char *fmt, ...)
     pthread_setname_np(pthread_self(), name);
 }
 
+void util_buf_put(util_buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *nb = realloc(b->buf, cap);
+        if (nb == NULL)
+            oom();
+        b->buf = nb;
+        b->cap = cap;
+    }
+    if (n > 0)
+        memcpy(b->buf + b->len, s, n);
+    b->len += n;
+    b->buf[b->len] = '\0';
+}
+
 bool util_has_prefix(const char *s, const char *prefix)
 {
     if (s == NULL || prefix == NULL)

@@ -1429,6 +1429,25 @@ static void test_str_helpers_allocate_owned_copies(void **state)
     free(z);
 }
 
+/* util_buf: NUL-terminated after any put (an empty one too), grows past
+ * its first 256 bytes without losing what it held. */
+static void test_buf_grows_and_stays_terminated(void **state)
+{
+    (void)state;
+    util_buf b = {0};
+    util_buf_put(&b, "", 0);
+    assert_non_null(b.buf);
+    assert_int_equal(b.len, 0);
+    assert_string_equal(b.buf, "");
+    for (int i = 0; i < 100; i++)
+        util_buf_put(&b, "abcdefghij", 10);
+    assert_int_equal(b.len, 1000);
+    assert_int_equal(strlen(b.buf), 1000);
+    assert_memory_equal(b.buf + 990, "abcdefghij", 10);
+    assert_true(b.cap > b.len);
+    free(b.buf);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], CHILD_FLAG) == 0)
@@ -1459,6 +1478,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_has_prefix_matches_leading_bytes),
         cmocka_unit_test(test_str_helpers_allocate_owned_copies),
         cmocka_unit_test(test_hash_is_fnv1a_64),
+        cmocka_unit_test(test_buf_grows_and_stays_terminated),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
