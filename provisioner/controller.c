@@ -137,6 +137,10 @@ static void claim_changed(void *ud, json_object *obj)
     prov_ctrl *c = ud;
     if (kobj_finalizer_index(obj, PROV_FINALIZER_IN_PROGRESS) < 0)
         ctrl_uid_mark(c, c->released, kobj_uid(obj), false);
+    /* An intent entry of another uid under this key (a replaced claim) got
+     * its sync queued when that claim went (claim_gone). */
+    if (prov_claim_sync_idle(obj, c->cfg.driver_name) && !ctrl_intent_has(c, kobj_uid(obj)))
+        return;
     char *key = kube_key(obj);
     wq_add(c->claims, key);
     free(key);
@@ -165,14 +169,24 @@ static void claim_gone(void *ud, json_object *obj)
     }
 }
 
+/*
+ * A worker is woken only for a change its sync could act on: most PV events
+ * (created, bound, finalizer gone) need nothing, and a wake-up costs more
+ * than the check.
+ */
 static void volume_changed(void *ud, json_object *obj)
 {
     prov_ctrl *c = ud;
-    wq_add(c->volumes, kobj_name(obj));
-    /* The claim waits for its PV to release the in-progress finalizer. */
+    if (!prov_pv_sync_idle(obj, c->cfg.driver_name))
+        wq_add(c->volumes, kobj_name(obj));
+    /* A claim of an older version's in-progress finalizer waits for its PV
+     * to release it. A claim this process provisioned does not wait (its
+     * own sync released it, or retries), and one no longer cached is bound
+     * or gone. */
     json_object *ref = kobj_path(obj, "spec.claimRef");
     const char *ns = kobj_str(ref, "namespace"), *n = kobj_str(ref, "name");
-    if (ns && n) {
+    if (ns && n && !ctrl_uid_marked(c, c->provisioned, kobj_str(ref, "uid")) &&
+        kube_informer_has(c->pvcs, ns, n)) {
         char *key = util_asprintf("%s/%s", ns, n);
         wq_add(c->claims, key);
         free(key);

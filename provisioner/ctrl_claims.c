@@ -22,10 +22,7 @@ char *ctrl_pvc_path(const json_object *pvc)
 /* Whether this claim is ours to provision (shouldProvision, A1.5 step 2). */
 bool ctrl_should_provision(prov_ctrl *c, const json_object *pvc)
 {
-    const char *want = kobj_annotation(pvc, ANN_PROVISIONER);
-    if (!want)
-        want = kobj_annotation(pvc, ANN_BETA_PROVISIONER);
-    return want && strcmp(want, c->cfg.driver_name) == 0;
+    return prov_pvc_wants_driver(pvc, c->cfg.driver_name);
 }
 
 struct node_list {
@@ -438,12 +435,18 @@ static int provision(prov_ctrl *c, json_object *pvc, json_object *sc, const char
         ctrl_event_failed(c, pvc, CSI_UNKNOWN, util_err_last());
         goto out;
     }
+    /* Marked before the create: the PV's watch event often comes before the
+     * create's answer, and the mark tells its handler not to wake a worker
+     * for this claim. */
+    ctrl_uid_mark(c, c->provisioned, kobj_uid(pvc), true);
     kube_resp r = {.skip_body = true};
     rc = kube_create(c->o.kube, "/api/v1/persistentvolumes", pv, &r);
     if (rc < 0 && kube_is_already_exists(&r))
         rc = 0;
-    if (rc < 0)
+    if (rc < 0) {
+        ctrl_uid_mark(c, c->provisioned, kobj_uid(pvc), false);
         obs_warn("creating PV %s for claim %s: %s", volname, path, r.message);
+    }
     kube_resp_clear(&r);
     json_object_put(pv);
     if (rc == 0) {
@@ -453,7 +456,6 @@ static int provision(prov_ctrl *c, json_object *pvc, json_object *sc, const char
         obs_counter_add(c->provision_total, lv, 1);
         obs_histogram_observe(c->provision_seconds, lv,
                               (double)(util_now_mono() - start) / UTIL_SECOND);
-        ctrl_uid_mark(c, c->provisioned, kobj_uid(pvc), true);
         ctrl_intent_done(c, kobj_uid(pvc)); /* the PV records the volume now */
         rc = ctrl_release_claim(c, path, pvc);
     }

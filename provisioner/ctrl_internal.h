@@ -16,14 +16,12 @@
 #include "wq/wq.h"
 
 #define PV_FINALIZER           "external-provisioner.volume.kubernetes.io/finalizer"
-#define ANN_PROVISIONER        "volume.kubernetes.io/storage-provisioner"
-#define ANN_BETA_PROVISIONER   "volume.beta.kubernetes.io/storage-provisioner"
 #define ANN_SELECTED_NODE      "volume.kubernetes.io/selected-node"
 #define ANN_PROVISIONED_BY     "pv.kubernetes.io/provisioned-by"
 #define ANN_DELETE_SECRET_NAME "volume.kubernetes.io/provisioner-deletion-secret-name"
 #define ANN_DELETE_SECRET_NS   "volume.kubernetes.io/provisioner-deletion-secret-namespace"
 
-#define CLONE_FINALIZER       "provisioner.storage.kubernetes.io/cloning-protection"
+#define CLONE_FINALIZER       PROV_CLONE_FINALIZER
 #define SNAPSHOT_FINALIZER    "provisioner.storage.kubernetes.io/volumesnapshot-as-source-protection"
 #define ANN_ALLOW_MODE_CHANGE "snapshot.storage.k8s.io/allow-volume-mode-change"
 

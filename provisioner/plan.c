@@ -147,6 +147,22 @@ const char *prov_pvc_class(const json_object *pvc)
     return cls != NULL ? cls : "";
 }
 
+bool prov_pvc_wants_driver(const json_object *pvc, const char *driver)
+{
+    json_object *ann = kobj_path(pvc, "metadata.annotations");
+    const char *want = kobj_str(ann, PROV_ANN_STORAGE_PROVISIONER);
+    if (want == NULL)
+        want = kobj_str(ann, PROV_ANN_BETA_STORAGE_PROVISIONER);
+    return want != NULL && driver != NULL && strcmp(want, driver) == 0;
+}
+
+bool prov_claim_sync_idle(const json_object *pvc, const char *driver)
+{
+    return !prov_pvc_wants_driver(pvc, driver) &&
+           kobj_finalizer_index(pvc, PROV_FINALIZER_IN_PROGRESS) < 0 &&
+           kobj_finalizer_index(pvc, PROV_CLONE_FINALIZER) < 0;
+}
+
 /* ---- quantities ----------------------------------------------------------
  *
  * The parser and formatter live in common/util (one implementation for the

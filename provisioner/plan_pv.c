@@ -220,3 +220,17 @@ int prov_build_pv(const prov_config *cfg, const json_object *pvc, const json_obj
     *out = pv;
     return 0;
 }
+
+bool prov_pv_sync_idle(const json_object *pv, const char *driver)
+{
+    const char *by = kobj_annotation(pv, PROV_ANN_PROVISIONED_BY);
+    const char *csi_driver = kobj_path_str(pv, "spec.csi.driver");
+    if (!driver || !by || strcmp(by, driver) != 0 || !csi_driver || strcmp(csi_driver, driver) != 0)
+        return true;
+    bool has_fin = kobj_finalizer_index(pv, PROV_PV_FINALIZER) >= 0;
+    const char *policy = kobj_path_str(pv, "spec.persistentVolumeReclaimPolicy");
+    if (!policy || strcmp(policy, "Delete") != 0)
+        return !has_fin;
+    const char *phase = kobj_path_str(pv, "status.phase");
+    return (!phase || strcmp(phase, "Released") != 0) && (has_fin || kobj_deleting(pv));
+}

@@ -55,6 +55,7 @@
 #define PROV_ANN_MODIFY_SECRET_NAME      "volume.kubernetes.io/controller-modify-secret-name"
 #define PROV_ANN_MODIFY_SECRET_NAMESPACE "volume.kubernetes.io/controller-modify-secret-namespace"
 #define PROV_PV_FINALIZER                "external-provisioner.volume.kubernetes.io/finalizer"
+#define PROV_CLONE_FINALIZER             "provisioner.storage.kubernetes.io/cloning-protection"
 #define PROV_IDENTITY_KEY                "storage.kubernetes.io/csiProvisionerIdentity"
 #define PROV_PARAM_PVC_NAME              "csi.storage.k8s.io/pvc/name"
 #define PROV_PARAM_PVC_NAMESPACE         "csi.storage.k8s.io/pvc/namespace"
@@ -149,6 +150,20 @@ const char *prov_selected_node(const json_object *pvc);
 
 /* The PVC's class: the beta annotation, else spec.storageClassName, else "". */
 const char *prov_pvc_class(const json_object *pvc);
+
+/* Whether the claim asks for `driver`: its storage-provisioner annotation,
+ * else the beta one, names it (shouldProvision, A1.5 step 2). */
+bool prov_pvc_wants_driver(const json_object *pvc, const char *driver);
+
+/*
+ * Whether a claim sync of this claim, as it stands, would find nothing to do
+ * when the controller holds no intent entry for it: it asks for another
+ * driver (or none yet) and carries neither the in-progress finalizer of an
+ * older version nor the cloning-protection finalizer. The watch handler
+ * skips waking a worker for such a change; in a shared cluster that is
+ * every claim of every other driver.
+ */
+bool prov_claim_sync_idle(const json_object *pvc, const char *driver);
 
 /* ---- quantities ------------------------------------------------------------- */
 
@@ -361,6 +376,15 @@ int prov_build_pv(const prov_config *cfg, const json_object *pvc, const json_obj
                   const Csi__V1__CreateVolumeRequest *req,
                   const Csi__V1__CreateVolumeResponse *resp, const prov_secret_refs *refs,
                   json_object **out);
+
+/*
+ * Whether a sync of this PV by the volume controller would find nothing to
+ * do whatever else it looked at: not provisioned by `driver`; a Retain or
+ * Recycle volume without our finalizer; or a Delete volume that is not
+ * Released and already has the finalizer (or is being deleted). The watch
+ * handler skips waking a worker for such a change.
+ */
+bool prov_pv_sync_idle(const json_object *pv, const char *driver);
 
 /* ---- node deployment (nodedeploy.c) ------------------------------------------- */
 

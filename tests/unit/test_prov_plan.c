@@ -2036,6 +2036,120 @@ static void test_build_pv_errors_and_node_affinity(void **state)
     json_object_put(sc);
 }
 
+/* Which claim changes may skip waking a claim worker (the controller adds
+ * the intent check): those ctrl_sync_claim leaves at "not ours". */
+static void test_claim_sync_idle_table(void **state)
+{
+    (void)state;
+#define PVCT(ann, fin) "{`metadata`:{`name`:`c`,`namespace`:`n`" ann fin "},`spec`:{}}"
+#define ANN(k, v)      ",`annotations`:{`" k "`:`" v "`}"
+#define SP             "volume.kubernetes.io/storage-provisioner"
+#define BSP            "volume.beta.kubernetes.io/storage-provisioner"
+    static const struct {
+        const char *name, *pvc;
+        bool wants, idle;
+    } rows[] = {
+        {"no_annotation", PVCT("", ""), false, true},
+        {"other_driver", PVCT(ANN(SP, "x.csi"), ""), false, true},
+        {"ours", PVCT(ANN(SP, "d.csi"), ""), true, false},
+        {"ours_by_beta", PVCT(ANN(BSP, "d.csi"), ""), true, false},
+        {"ga_wins_over_beta", PVCT(",`annotations`:{`" SP "`:`x.csi`,`" BSP "`:`d.csi`}", ""),
+         false, true},
+        {"empty_value", PVCT(ANN(SP, ""), ""), false, true},
+        {"wrong_type", PVCT(",`annotations`:{`" SP "`:7}", ""), false, true},
+        {"older_in_progress_finalizer",
+         PVCT("", ",`finalizers`:[`external-provisioner.volume.kubernetes.io/"
+                  "provisioning-in-progress`]"),
+         false, false},
+        {"clone_source",
+         PVCT(ANN(SP, "x.csi"), ",`finalizers`:[`provisioner.storage.kubernetes.io/"
+                                "cloning-protection`]"),
+         false, false},
+        {"unrelated_finalizer", PVCT(ANN(SP, "x.csi"), ",`finalizers`:[`a/b`]"), false, true},
+    };
+#undef PVCT
+#undef ANN
+#undef SP
+#undef BSP
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        json_object *pvc = J(rows[i].pvc);
+        if (prov_pvc_wants_driver(pvc, "d.csi") != rows[i].wants)
+            fail_msg("[%s] want wants_driver=%d", rows[i].name, rows[i].wants);
+        if (prov_claim_sync_idle(pvc, "d.csi") != rows[i].idle)
+            fail_msg("[%s] want idle=%d", rows[i].name, rows[i].idle);
+        json_object_put(pvc);
+    }
+    assert_false(prov_pvc_wants_driver(NULL, "d.csi"));
+}
+
+/* Which PV changes may skip waking a volume worker: exactly those where
+ * ctrl_sync_volume stops before any write or CSI call. */
+static void test_pv_sync_idle_table(void **state)
+{
+    (void)state;
+#define PVT(ann, drv, policy, phase, fin, del)                                                     \
+    "{`metadata`:{`name`:`pv1`" ann fin del "},`spec`:{" drv policy "}" phase "}"
+#define BY(d)    ",`annotations`:{`pv.kubernetes.io/provisioned-by`:`" d "`}"
+#define DRV(d)   "`csi`:{`driver`:`" d "`,`volumeHandle`:`h`}"
+#define POL(p)   ",`persistentVolumeReclaimPolicy`:`" p "`"
+#define PHASE(p) ",`status`:{`phase`:`" p "`}"
+#define FIN      ",`finalizers`:[`other`,`external-provisioner.volume.kubernetes.io/finalizer`]"
+#define DEL      ",`deletionTimestamp`:`2026-01-01T00:00:00Z`"
+    static const struct {
+        const char *name, *pv;
+        bool idle;
+    } rows[] = {
+        {"other_driver_annotation",
+         PVT(BY("x.csi"), DRV("d.csi"), POL("Delete"), PHASE("Released"), "", ""), true},
+        {"other_csi_driver",
+         PVT(BY("d.csi"), DRV("x.csi"), POL("Delete"), PHASE("Released"), "", ""), true},
+        {"no_annotation", PVT("", DRV("d.csi"), POL("Delete"), PHASE("Released"), FIN, ""), true},
+        {"not_csi", PVT(BY("d.csi"), "`hostPath`:{}", POL("Delete"), PHASE("Released"), FIN, ""),
+         true},
+        {"retain_without_finalizer",
+         PVT(BY("d.csi"), DRV("d.csi"), POL("Retain"), PHASE("Released"), "", ""), true},
+        {"retain_with_finalizer_drops_it",
+         PVT(BY("d.csi"), DRV("d.csi"), POL("Retain"), PHASE("Bound"), FIN, ""), false},
+        {"no_policy_with_finalizer_drops_it",
+         PVT(BY("d.csi"), DRV("d.csi"), ",`x`:1", PHASE("Bound"), FIN, ""), false},
+        {"delete_bound_with_finalizer",
+         PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), PHASE("Bound"), FIN, ""), true},
+        {"delete_pending_with_finalizer",
+         PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), PHASE("Pending"), FIN, ""), true},
+        {"delete_no_phase_with_finalizer",
+         PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), "", FIN, ""), true},
+        {"delete_bound_without_finalizer_adds_it",
+         PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), PHASE("Bound"), "", ""), false},
+        {"delete_bound_deleting_without_finalizer",
+         PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), PHASE("Bound"), "", DEL), true},
+        {"delete_released_is_work",
+         PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), PHASE("Released"), FIN, ""), false},
+        {"delete_released_deleting_is_work",
+         PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), PHASE("Released"), FIN, DEL), false},
+        {"delete_released_without_finalizer_is_work",
+         PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), PHASE("Released"), "", ""), false},
+        {"delete_failed_with_finalizer",
+         PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), PHASE("Failed"), FIN, ""), true},
+    };
+#undef PVT
+#undef BY
+#undef DRV
+#undef POL
+#undef PHASE
+#undef FIN
+#undef DEL
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        json_object *pv = J(rows[i].pv);
+        if (prov_pv_sync_idle(pv, "d.csi") != rows[i].idle)
+            fail_msg("[%s] want idle=%d", rows[i].name, rows[i].idle);
+        json_object_put(pv);
+    }
+    json_object *pv = J("{`metadata`:{}}");
+    assert_true(prov_pv_sync_idle(pv, NULL));
+    assert_true(prov_pv_sync_idle(NULL, "d.csi"));
+    json_object_put(pv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2061,6 +2175,8 @@ int main(void)
         cmocka_unit_test(test_response_checks),
         cmocka_unit_test(test_build_pv_golden),
         cmocka_unit_test(test_build_pv_errors_and_node_affinity),
+        cmocka_unit_test(test_pv_sync_idle_table),
+        cmocka_unit_test(test_claim_sync_idle_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
