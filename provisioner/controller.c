@@ -174,10 +174,25 @@ static void claim_gone(void *ud, json_object *obj)
  * (created, bound, finalizer gone) need nothing, and a wake-up costs more
  * than the check.
  */
+/* A PV this process deleted (DeleteVolume done, the delete sent) whose
+ * finalizer its worker is removing: that worker retries on its own if the
+ * removal fails, so the deletion's own event needs no second sync. */
+static bool volume_in_hand(prov_ctrl *c, const json_object *pv)
+{
+    const char *name = kobj_name(pv);
+    if (!name || !kobj_deleting(pv) || kobj_finalizer_index(pv, PV_FINALIZER) < 0)
+        return false;
+    pthread_mutex_lock(&c->done_mu);
+    bool yes = lh_table_lookup_entry(c->deleted, name) != NULL ||
+               lh_table_lookup_entry(c->finalized, name) != NULL;
+    pthread_mutex_unlock(&c->done_mu);
+    return yes;
+}
+
 static void volume_changed(void *ud, json_object *obj)
 {
     prov_ctrl *c = ud;
-    if (!prov_pv_sync_idle(obj, c->cfg.driver_name))
+    if (!prov_pv_sync_idle(obj, c->cfg.driver_name) && !volume_in_hand(c, obj))
         wq_add(c->volumes, kobj_name(obj));
     /* A claim of an older version's in-progress finalizer waits for its PV
      * to release it. A claim this process provisioned does not wait (its
