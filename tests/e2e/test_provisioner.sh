@@ -73,6 +73,11 @@ record_writes() {
   curl -s --max-time 5 "http://127.0.0.1:$HTTP_PORT/metrics" |
     awk 'index($0, "csi_provisioner_intent_record_writes_total{result=\"ok\"}") == 1 {s += $NF} END {print s + 0}'
 }
+# wq_adds QUEUE: keys added to driver A's work queue so far (each one sync)
+wq_adds() {
+  curl -s --max-time 5 "http://127.0.0.1:$HTTP_PORT/metrics" |
+    awk -v p="workqueue_adds_total{name=\"$1\"}" 'index($0, p) == 1 {s += $NF} END {print s + 0}'
+}
 drv_lacks() { [ "$(drv "$1" "'$2' in byname")" = false ]; }
 
 # pvc NAME CLASS [SIZE] [VOLUME-MODE]: creates a claim (RWO)
@@ -281,6 +286,8 @@ expect "the provisioner creates its intent record (a Lease), empty" 20 intent_em
 pvc_w0=$(( $(api_writes patch persistentvolumeclaims) + $(api_writes update persistentvolumeclaims) ))
 pv_w0=$(api_writes create persistentvolumes)
 rec_w0=$(record_writes)
+claim_syncs0=$(wq_adds claims)
+volume_syncs0=$(wq_adds volumes)
 pvc p-imm imm
 expect "an Immediate claim becomes Bound" 20 phase_is pvc p-imm Bound
 uid=$(uid_of p-imm)
@@ -313,6 +320,10 @@ pv_w=$(( $(api_writes create persistentvolumes) - pv_w0 ))
 rec_w=$(( $(record_writes) - rec_w0 ))
 check "one claim provisioned: 1 object write (the PV create), no PVC write" "PV 1 PVC 0" "PV $pv_w PVC $pvc_w"
 check "plus 2 writes of the intent record (amortised over concurrent claims)" 2 "$rec_w"
+# The claim's own events (added, annotated, bound) and its PV's (created,
+# bound) wake a worker only when a sync has something to do.
+check "one claim provisioned: one claim sync, no volume sync" "claims 1 volumes 0" \
+  "claims $(( $(wq_adds claims) - claim_syncs0 )) volumes $(( $(wq_adds volumes) - volume_syncs0 ))"
 check "the driver holds exactly one volume: the PV's name, 1 GiB, reserved parameters stripped" \
   "[[\"$IMM_PV\", 1073741824, \"mount\", {\"color\": \"blue\"}]]" \
   "$(drv "$WORK/drv-a" '[[v["name"], v["capacity_bytes"], v["access_type"], v["parameters"]] for v in vols]')"
@@ -380,9 +391,15 @@ check "PV deletion-secret annotations hold the expanded templates" "p-sec-secret
 
 # ---- reclaim policies ----------------------------------------------------------------------
 
+claim_syncs0=$(wq_adds claims)
+volume_syncs0=$(wq_adds volumes)
 K delete pvc p-imm --wait=false >/dev/null 2>&1
 expect "reclaim Delete: deleting the claim removes the PV" 20 is_gone pv "$IMM_PV"
 expect "reclaim Delete: and the driver's volume" 10 drv_lacks "$WORK/drv-a" "$IMM_PV"
+# Released wakes the one sync (DeleteVolume, delete, finalizer); the
+# deletion's own event and the claim's going wake nothing.
+check "one volume deleted: one volume sync, no claim sync" "claims 0 volumes 1" \
+  "claims $(( $(wq_adds claims) - claim_syncs0 )) volumes $(( $(wq_adds volumes) - volume_syncs0 ))"
 K delete pvc p-sec --wait=false >/dev/null 2>&1
 expect "reclaim Delete with a deletion secret: the PV goes" 20 is_gone pv "$SEC_PV"
 expect "reclaim Delete with a deletion secret: and its volume" 10 drv_lacks "$WORK/drv-a" "$SEC_PV"
