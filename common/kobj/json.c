@@ -352,6 +352,169 @@ static int literal(struct reader *r, const char *word, size_t n)
     return 0;
 }
 
+/*
+ * Member names that Kubernetes objects repeat in every copy, sorted by
+ * length and then bytes (test_kobj_json checks the order). A key found here
+ * is added to its object as a constant and not copied: a watch event or a
+ * cached object read again then costs one allocation less per member, and
+ * one free less when the tree goes.
+ */
+static const char *const common_keys[] = {
+    "csi",
+    "key",
+    "uid",
+    "code",
+    "host",
+    "kind",
+    "name",
+    "spec",
+    "time",
+    "type",
+    "count",
+    "items",
+    "phase",
+    "driver",
+    "fsType",
+    "labels",
+    "limits",
+    "nodeID",
+    "object",
+    "reason",
+    "source",
+    "status",
+    "values",
+    "address",
+    "details",
+    "drivers",
+    "manager",
+    "message",
+    "storage",
+    "apiGroup",
+    "attached",
+    "attacher",
+    "capacity",
+    "claimRef",
+    "continue",
+    "fieldsV1",
+    "metadata",
+    "nodeInfo",
+    "nodeName",
+    "operator",
+    "readOnly",
+    "requests",
+    "required",
+    "selector",
+    "selfLink",
+    "addresses",
+    "component",
+    "eventTime",
+    "fieldPath",
+    "namespace",
+    "operation",
+    "renewTime",
+    "resources",
+    "apiVersion",
+    "conditions",
+    "controller",
+    "dataSource",
+    "fieldsType",
+    "finalizers",
+    "generation",
+    "parameters",
+    "volumeMode",
+    "volumeName",
+    "accessModes",
+    "acquireTime",
+    "allocatable",
+    "annotations",
+    "attachError",
+    "detachError",
+    "matchLabels",
+    "provisioner",
+    "subresource",
+    "mountOptions",
+    "nodeAffinity",
+    "topologyKeys",
+    "volumeHandle",
+    "dataSourceRef",
+    "lastProbeTime",
+    "lastTimestamp",
+    "managedFields",
+    "reclaimPolicy",
+    "firstTimestamp",
+    "holderIdentity",
+    "involvedObject",
+    "ownerReferences",
+    "resourceVersion",
+    "inlineVolumeSpec",
+    "leaseTransitions",
+    "matchExpressions",
+    "storageClassName",
+    "volumeAttributes",
+    "allowedTopologies",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "nodeSelectorTerms",
+    "reportingInstance",
+    "volumeBindingMode",
+    "allocatedResources",
+    "attachmentMetadata",
+    "blockOwnerDeletion",
+    "lastTransitionTime",
+    "nodeStageSecretRef",
+    "remainingItemCount",
+    "reportingComponent",
+    "nodeExpandSecretRef",
+    "allowVolumeExpansion",
+    "leaseDurationSeconds",
+    "nodePublishSecretRef",
+    "persistentVolumeName",
+    "kubernetes.io/hostname",
+    "controllerExpandSecretRef",
+    "volumeAttributesClassName",
+    "controllerPublishSecretRef",
+    "deletionGracePeriodSeconds",
+    "topology.kubernetes.io/zone",
+    "persistentVolumeReclaimPolicy",
+    "topology.kubernetes.io/region",
+    "csi.volume.kubernetes.io/nodeid",
+    "pv.kubernetes.io/bind-completed",
+    "pv.kubernetes.io/provisioned-by",
+    "volume.kubernetes.io/selected-node",
+    "pv.kubernetes.io/bound-by-controller",
+    "volume.kubernetes.io/storage-provisioner",
+    "storage.kubernetes.io/csiProvisionerIdentity",
+    "volume.beta.kubernetes.io/storage-provisioner",
+    "volume.kubernetes.io/provisioner-deletion-secret-name",
+    "volume.kubernetes.io/provisioner-deletion-secret-namespace",
+};
+
+/* The interned copy of the key k (n bytes), or NULL. */
+static const char *common_key(const char *k, size_t n)
+{
+    size_t lo = 0, hi = sizeof(common_keys) / sizeof(common_keys[0]);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *c = common_keys[mid];
+        size_t cn = strlen(c);
+        int cmp = cn != n ? (cn < n ? -1 : 1) : memcmp(c, k, n);
+        if (cmp == 0)
+            return c;
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* Tests only (not in kobj.h): the table above, to check its order. */
+const char *const *kobj__common_keys(size_t *n)
+{
+    *n = sizeof(common_keys) / sizeof(common_keys[0]);
+    return common_keys;
+}
+
 static int read_value(struct reader *r, json_object **out);
 
 static int read_object(struct reader *r, json_object **out)
@@ -380,16 +543,22 @@ static int read_object(struct reader *r, json_object **out)
         json_object *v = NULL;
         if (rc == 0) {
             r->p++;
+            const char *common = common_key(k, kl);
             /* json-c wants the key NUL-terminated; the value may reuse r->buf. */
             char small[64];
-            char *key = kl < sizeof(small) ? small : malloc(kl + 1);
+            char *key = common || kl < sizeof(small) ? small : malloc(kl + 1);
             if (!key)
                 abort();
-            if (kl > 0)
-                memcpy(key, k, kl);
-            key[kl] = '\0';
+            if (!common) {
+                if (kl > 0)
+                    memcpy(key, k, kl);
+                key[kl] = '\0';
+            }
             rc = read_value(r, &v);
-            if (rc == 0 && json_object_object_add(o, key, v) != 0)
+            if (rc == 0 && common &&
+                json_object_object_add_ex(o, common, v, JSON_C_OBJECT_ADD_CONSTANT_KEY) != 0)
+                abort();
+            if (rc == 0 && !common && json_object_object_add(o, key, v) != 0)
                 abort();
             if (key != small)
                 free(key);

@@ -441,6 +441,56 @@ static void test_frame_table(void **state)
     }
 }
 
+const char *const *kobj__common_keys(size_t *n);
+
+/* The interned member names: sorted as the lookup's binary search needs,
+ * each found (a parsed object keeps it, a repeated one still wins last), and
+ * trees holding them copy, compare, print and lose members like others. */
+static void test_common_keys(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const char *const *keys = kobj__common_keys(&n);
+    assert_true(n > 50);
+    for (size_t i = 1; i < n; i++) {
+        size_t a = strlen(keys[i - 1]), b = strlen(keys[i]);
+        if (a > b || (a == b && memcmp(keys[i - 1], keys[i], a) >= 0))
+            fail_msg("common keys out of order at %zu: %s, %s", i, keys[i - 1], keys[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        char *text = util_asprintf("{\"%s\":1,\"x%s\":2,\"%s\":3}", keys[i], keys[i], keys[i]);
+        json_object *o = kobj_parse_text(text, strlen(text));
+        assert_non_null(o);
+        json_object *v = NULL;
+        if (!json_object_object_get_ex(o, keys[i], &v) || json_object_get_int(v) != 3)
+            fail_msg("[%s] not found or not the last value", keys[i]);
+        json_object *copy = NULL;
+        assert_int_equal(json_object_deep_copy(o, &copy, NULL), 0);
+        assert_true(json_object_equal(o, copy));
+        char *back = kobj_to_text(copy, NULL);
+        char *want = util_asprintf("{\"%s\":3,\"x%s\":2}", keys[i], keys[i]);
+        assert_string_equal(back, want);
+        json_object_object_del(copy, keys[i]);
+        assert_int_equal(json_object_object_length(copy), 1);
+        free(want);
+        free(back);
+        json_object_put(copy);
+        json_object_put(o);
+        free(text);
+    }
+    /* A prefix, an extension or a near miss of a common key is a plain key. */
+    static const char *const near[] = {"nam", "names", "Name", "metadat", "metadata ", "", "zzzz"};
+    for (size_t i = 0; i < sizeof near / sizeof near[0]; i++) {
+        char *text = util_asprintf("{\"%s\":true}", near[i]);
+        json_object *o = kobj_parse_text(text, strlen(text));
+        json_object *v = NULL;
+        assert_true(json_object_object_get_ex(o, near[i], &v));
+        assert_int_equal(json_object_object_length(o), 1);
+        json_object_put(o);
+        free(text);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -451,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_mutations_match_json_c),
         cmocka_unit_test(test_frame_every_cut),
         cmocka_unit_test(test_frame_table),
+        cmocka_unit_test(test_common_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
