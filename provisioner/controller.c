@@ -368,11 +368,23 @@ static int volume_work(void *ud, const char *key)
 }
 
 /* A burst is over: connections opened for it are closed (two stay for the
- * next requests), so their buffers do not pin the allocator's pages. */
+ * next requests), and the hash tables it grew shrink to what they hold now
+ * (json-c's never do on their own: 1,000 claims left five tables of 2,048
+ * buckets), so neither pins the allocator's pages. */
 static void ctrl_quiet(void *ud)
 {
     prov_ctrl *c = ud;
     kube_client_trim(c->o.kube, 2);
+    pthread_mutex_lock(&c->done_mu);
+    struct lh_table *sets[] = {c->deleted, c->released, c->rescheduled, c->provisioned,
+                               c->finalized};
+    for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
+        kobj_table_shrink(sets[i], 64);
+    pthread_mutex_unlock(&c->done_mu);
+    ctrl_intent_trim(c);
+    kube_informer *infs[] = {c->pvcs, c->pvs, c->classes, c->nodes, c->csinodes, c->vas};
+    for (size_t i = 0; i < sizeof(infs) / sizeof(infs[0]); i++)
+        kube_informer_trim(infs[i]);
 }
 
 static int informer(prov_ctrl *c, const kube_resource *res, void (*slim)(void *, json_object *),

@@ -139,6 +139,8 @@ int ctrl_intent_join(prov_ctrl *c, const json_object *pvc, const json_object *sc
 /* The claim's volume is a PV now, or was cleaned up: the entry may go. */
 void ctrl_intent_done(prov_ctrl *c, const char *uid);
 bool ctrl_intent_has(prov_ctrl *c, const char *uid);
+/* After a burst: the record's tables shrink to fit (prov_intent_set_trim). */
+void ctrl_intent_trim(prov_ctrl *c);
 /* Calls fn (without locks held) for each wanted entry of claim ns/name;
  * the first error fn returned. */
 int ctrl_intent_each(prov_ctrl *c, const char *ns, const char *name,

@@ -574,6 +574,16 @@ void ctrl_intent_done(prov_ctrl *c, const char *uid)
         idle_start(it);
 }
 
+void ctrl_intent_trim(prov_ctrl *c)
+{
+    struct ctrl_intents *it = c->intents;
+    if (!it)
+        return;
+    pthread_mutex_lock(&it->mu);
+    prov_intent_set_trim(it->set);
+    pthread_mutex_unlock(&it->mu);
+}
+
 bool ctrl_intent_has(prov_ctrl *c, const char *uid)
 {
     struct ctrl_intents *it = c->intents;

@@ -400,6 +400,12 @@ void prov_intent_set_done(prov_intent_set *s, const char *uid)
     prune(s);
 }
 
+void prov_intent_set_trim(prov_intent_set *s)
+{
+    kobj_table_shrink(s->by_uid, 64);
+    kobj_table_shrink(s->wanted_by_claim, 64);
+}
+
 bool prov_intent_set_has(const prov_intent_set *s, const char *uid)
 {
     const struct ent *e = uid ? find(s, uid) : NULL;

@@ -544,6 +544,8 @@ bool prov_intent_set_has(const prov_intent_set *s, const char *uid);
  * record may still hold. */
 void prov_intent_set_pending(const prov_intent_set *s, size_t *joiners, size_t *done);
 size_t prov_intent_set_count(const prov_intent_set *s); /* wanted entries */
+/* After a burst: the lookup tables shrink to fit the entries held now. */
+void prov_intent_set_trim(prov_intent_set *s);
 /* Starts a flush: *text is the whole record text of every wanted entry
  * (caller frees), *seq its number. -EBUSY while one is under way. */
 int prov_intent_set_flush_begin(prov_intent_set *s, char **text, uint64_t *seq);

@@ -6,6 +6,7 @@
 #include "kobj/kobj.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -452,4 +453,16 @@ char *kobj_pointer_escape(const char *segment)
         }
     }
     return out;
+}
+
+void kobj_table_shrink(struct lh_table *t, int min_size)
+{
+    if (!t)
+        return;
+    /* Half full at most, as json-c grows it at two thirds. */
+    int want = min_size > 16 ? min_size : 16;
+    while (want <= INT_MAX / 4 && t->count >= want / 2)
+        want *= 2;
+    if (want <= t->size / 2)
+        (void)lh_table_resize(t, want); /* on failure the old table stays */
 }

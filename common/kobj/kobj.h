@@ -86,6 +86,16 @@ const char *kobj_label(const json_object *o, const char *key);
 int kobj_finalizer_index(const json_object *o, const char *fin);
 bool kobj_has_finalizer(const json_object *o, const char *fin);
 
+/* ---- hash tables ----------------------------------------------------------------- */
+
+/*
+ * json-c's hash tables only grow. After a burst, a table that holds few
+ * entries again is rebuilt at a size fit for them (never below min_size),
+ * so the bucket array the burst grew goes back to the allocator. Entries,
+ * keys and values stay as they are. The caller holds the table's lock.
+ */
+void kobj_table_shrink(struct lh_table *t, int min_size);
+
 /* ---- setters --------------------------------------------------------------------- */
 
 /*

@@ -38,9 +38,11 @@
 #include "kube/kube.h"
 #include "kobj/kobj.h"
 
-#define MAX_INDEXES     8
-#define HANDOVER_QUIET  (30 * UTIL_SECOND) /* as the work queues' idle workers */
-#define HANDOVER_EVENTS 256
+#define MAX_INDEXES      8
+#define CACHE_TABLE_SIZE 1024               /* buckets of a new cache */
+#define INDEX_TABLE_SIZE 256                /* and of a new index */
+#define HANDOVER_QUIET   (30 * UTIL_SECOND) /* as the work queues' idle workers */
+#define HANDOVER_EVENTS  256
 
 /* From client.c: the registry given to the client (NULL: none). */
 obs_registry *kube_client__metrics(kube_client *c);
@@ -786,7 +788,7 @@ int kube_informer_new(kube_client *c, const kube_informer_opts *opts, kube_infor
     pthread_rwlock_init(&inf->lock, NULL);
     pthread_mutex_init(&inf->mu, NULL);
     pthread_cond_init(&inf->cv, NULL);
-    inf->cache = lh_kchar_table_new(1024, cache_entry_free);
+    inf->cache = lh_kchar_table_new(CACHE_TABLE_SIZE, cache_entry_free);
     inf->watch = kube_watch_new(c);
     kube_watch_end_when_quiet(inf->watch, HANDOVER_QUIET, HANDOVER_EVENTS);
     obs_registry *reg = kube_client__metrics(c);
@@ -805,6 +807,17 @@ int kube_informer_new(kube_client *c, const kube_informer_opts *opts, kube_infor
     return 0;
 }
 
+void kube_informer_trim(kube_informer *inf)
+{
+    if (!inf)
+        return;
+    pthread_rwlock_wrlock(&inf->lock);
+    kobj_table_shrink(inf->cache, CACHE_TABLE_SIZE);
+    for (int i = 0; i < inf->n_idx; i++)
+        kobj_table_shrink(inf->idx[i].map, INDEX_TABLE_SIZE);
+    pthread_rwlock_unlock(&inf->lock);
+}
+
 int kube_informer_add_index(kube_informer *inf, const char *name, kube_index_fn fn)
 {
     if (inf->started)
@@ -814,7 +827,7 @@ int kube_informer_add_index(kube_informer *inf, const char *name, kube_index_fn 
     struct index *ix = &inf->idx[inf->n_idx++];
     ix->name = util_strdup(name);
     ix->fn = fn;
-    ix->map = lh_kchar_table_new(256, keyset_entry_free);
+    ix->map = lh_kchar_table_new(INDEX_TABLE_SIZE, keyset_entry_free);
     return 0;
 }
 

@@ -254,6 +254,9 @@ void kube_informer_each(kube_informer *inf, void (*fn)(void *ud, json_object *ob
 int kube_informer_by_index(kube_informer *inf, const char *name, const char *key,
                            void (*fn)(void *ud, json_object *obj), void *ud);
 size_t kube_informer_count(kube_informer *inf);
+/* After a burst: the cache's and indexes' hash tables shrink to fit what
+ * they hold now (kobj_table_shrink). */
+void kube_informer_trim(kube_informer *inf);
 /* Bytes held by the cache (text, keys, indexes); benchmarks. */
 size_t kube_informer_bytes(kube_informer *inf);
 

@@ -608,6 +608,62 @@ static void test_check_field_types(void **state)
     json_object_put(o);
 }
 
+static void free_key_entry(struct lh_entry *e)
+{
+    free(lh_entry_k(e));
+}
+
+/* A table a burst grew shrinks to fit what it holds, keeps every entry (and
+ * its free function), and is left alone when it is still well used. */
+static void test_table_shrink(void **state)
+{
+    (void)state;
+    static const struct {
+        int grow_to, keep, min_size, want_size;
+    } rows[] = {
+        {3000, 0, 64, 64},      /* emptied: back to its minimum */
+        {3000, 10, 64, 64},     /* a few left */
+        {3000, 40, 64, 128},    /* kept at most half full */
+        {3000, 100, 16, 256},   /* min below the fit */
+        {3000, 1500, 64, 4096}, /* under a quarter used: halved */
+        {3000, 3000, 64, 8192}, /* well used: left as it is */
+        {100, 0, 1024, 1024},   /* never grew past its minimum */
+        {10, 0, 4, 16},         /* never below 16 */
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        struct lh_table *t = lh_kchar_table_new(rows[r].min_size, free_key_entry);
+        char k[32];
+        for (int i = 0; i < rows[r].grow_to; i++) {
+            snprintf(k, sizeof k, "key-%d", i);
+            assert_int_equal(lh_table_insert(t, strdup(k), (void *)(intptr_t)(i + 1)), 0);
+        }
+        int grown = t->size;
+        for (int i = rows[r].keep; i < rows[r].grow_to; i++) {
+            snprintf(k, sizeof k, "key-%d", i);
+            assert_int_equal(lh_table_delete(t, k), 0);
+        }
+        kobj_table_shrink(t, rows[r].min_size);
+        int want = rows[r].want_size < grown ? rows[r].want_size : grown;
+        if (t->size != want)
+            fail_msg("row %zu: size %d, want %d (grown to %d)", r, t->size, want, grown);
+        assert_int_equal(t->count, rows[r].keep);
+        for (int i = 0; i < rows[r].keep; i++) {
+            snprintf(k, sizeof k, "key-%d", i);
+            void *v = NULL;
+            if (!lh_table_lookup_ex(t, k, &v) || (intptr_t)v != i + 1)
+                fail_msg("row %zu: %s lost", r, k);
+        }
+        /* Still a working table: it grows again, and frees its keys. */
+        for (int i = 0; i < 200; i++) {
+            snprintf(k, sizeof k, "again-%d", i);
+            assert_int_equal(lh_table_insert(t, strdup(k), NULL), 0);
+        }
+        assert_int_equal(t->count, rows[r].keep + 200);
+        lh_table_free(t);
+    }
+    kobj_table_shrink(NULL, 64);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -629,6 +685,7 @@ int main(void)
         cmocka_unit_test(test_patch_set_annotation_texts),
         cmocka_unit_test(test_pointer_escape),
         cmocka_unit_test(test_check_field_types),
+        cmocka_unit_test(test_table_shrink),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
