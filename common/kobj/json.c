@@ -501,6 +501,8 @@ static const struct common_key common_keys[] = {
 /* The interned copy of the key k (n bytes), or NULL. */
 static const char *common_key(const char *k, size_t n)
 {
+    if (!k || n == 0)
+        return NULL;
     size_t lo = 0, hi = sizeof(common_keys) / sizeof(common_keys[0]);
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;

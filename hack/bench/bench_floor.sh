@@ -19,30 +19,12 @@ PKGS=(grpc libprotobuf-c json-c libcurl yaml-0.1 libmicrohttpd)
 make --no-print-directory -s B="$B" "$B/bin/kube-lite" "$B/bin/example-csi-driver" \
   "$B/lib/libcsisidecar.a" >/dev/null
 
+# shellcheck source=hack/bench/lib.sh
+. hack/bench/lib.sh
+
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/floor-bench.XXXXXX")
 KL_PID=
 DRV_PID=
-
-# stop PID NAME: SIGTERM, SIGKILL after 20 s; a nonzero exit is reported.
-# shellcheck disable=SC2317 # called from cleanup, through the EXIT trap
-stop() {
-  local pid=$1 name=$2 rc
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 200); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    echo "$name did not stop within 20 s of SIGTERM; killing it" >&2
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rc=0
-  wait "$pid" 2>/dev/null || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    echo "$name exited with status $rc" >&2
-  fi
-}
 
 # shellcheck disable=SC2317 # called through the EXIT trap
 cleanup() {
@@ -62,22 +44,14 @@ cc -O2 -std=gnu11 -D_GNU_SOURCE -I. -Icommon -I"$B/gen" $(pkg-config --cflags "$
 "$B/bin/kube-lite" --listen 127.0.0.1:0 --write-kubeconfig "$tmp/kubeconfig" --controllers= \
   >"$tmp/kube-lite.out" 2>"$tmp/kube-lite.log" &
 KL_PID=$!
-for _ in $(seq 1 200); do
-  grep -q 'serving on' "$tmp/kube-lite.out" 2>/dev/null && break
-  sleep 0.05
-done
-grep -q 'serving on' "$tmp/kube-lite.out" 2>/dev/null ||
+wait_serving "$tmp/kube-lite.out" ||
   { echo "kube-lite did not start: $(cat "$tmp/kube-lite.log")" >&2; exit 1; }
 
 "$B/bin/example-csi-driver" --endpoint="unix://$tmp/csi.sock" --state-dir="$tmp/state" \
   --nodeid=node-1 --plugin-caps=CONTROLLER_SERVICE --capacity=1Ei --sync=false \
   2>"$tmp/driver.log" &
 DRV_PID=$!
-for _ in $(seq 1 200); do
-  grep -q 'serving on' "$tmp/driver.log" 2>/dev/null && break
-  sleep 0.05
-done
-grep -q 'serving on' "$tmp/driver.log" 2>/dev/null ||
+wait_serving "$tmp/driver.log" ||
   { echo "the driver did not start: $(cat "$tmp/driver.log")" >&2; exit 1; }
 
 echo "bench_floor on $(nproc) cores ($(uname -m)); kube-lite and the driver run beside it"

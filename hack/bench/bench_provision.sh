@@ -39,6 +39,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
+# shellcheck source=hack/bench/lib.sh
+. hack/bench/lib.sh
 B=${B:-build}
 N=${1:-${N:-1000}}
 N_DEFAULT=${N_DEFAULT:-100}
@@ -66,26 +68,6 @@ KL_PID=
 DRV_PID=
 PROV_PID=
 status=0
-
-# stop PID NAME: SIGTERM, SIGKILL after 20 s; a nonzero exit is reported.
-stop() {
-  local pid=$1 name=$2 rc
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 200); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    echo "  $name did not stop within 20 s of SIGTERM; killing it" >&2
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rc=0
-  wait "$pid" 2>/dev/null || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    echo "  $name exited with status $rc" >&2
-  fi
-}
 
 stop_all() {
   stop "$PROV_PID" csi-provisioner

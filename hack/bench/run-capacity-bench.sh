@@ -24,6 +24,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
+# shellcheck source=hack/bench/lib.sh
+. hack/bench/lib.sh
 B=${B:-build}
 NODES=${NODES:-2000}
 CLASSES=${CLASSES:-3}
@@ -39,17 +41,6 @@ KL_PID=
 DRV_PID=
 PROV_PID=
 
-stop() {
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 200); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
 # shellcheck disable=SC2317 # called through the EXIT trap
 cleanup() {
   stop "$PROV_PID"
