@@ -169,11 +169,6 @@ static void claim_gone(void *ud, json_object *obj)
     }
 }
 
-/*
- * A worker is woken only for a change its sync could act on: most PV events
- * (created, bound, finalizer gone) need nothing, and a wake-up costs more
- * than the check.
- */
 /* A PV this process deleted (DeleteVolume done, the delete sent) whose
  * finalizer its worker is removing: that worker retries on its own if the
  * removal fails, so the deletion's own event needs no second sync. */
@@ -189,6 +184,11 @@ static bool volume_in_hand(prov_ctrl *c, const json_object *pv)
     return yes;
 }
 
+/*
+ * A worker is woken only for a change its sync could act on: most PV events
+ * (created, bound, finalizer gone) need nothing, and a wake-up costs more
+ * than the check.
+ */
 static void volume_changed(void *ud, json_object *obj)
 {
     prov_ctrl *c = ud;
