@@ -157,12 +157,17 @@ static void claim_updated(void *ud, json_object *old, json_object *obj)
 static void claim_gone(void *ud, json_object *obj)
 {
     prov_ctrl *c = ud;
+    /* Marked: a worker of this process is creating, or created, the PV, and
+     * finishes the entry itself (or retries the key when the create fails);
+     * the binder often binds the claim before that worker gets the create's
+     * answer. */
+    bool in_hand = ctrl_uid_marked(c, c->provisioned, kobj_uid(obj));
     ctrl_uid_mark(c, c->released, kobj_uid(obj), false);
     ctrl_uid_mark(c, c->provisioned, kobj_uid(obj), false);
     ctrl_uid_mark(c, c->rescheduled, kobj_uid(obj), false);
     /* A claim deleted while its volume may exist: its entry must be
      * finished or undone. */
-    if (ctrl_intent_has(c, kobj_uid(obj))) {
+    if (!in_hand && ctrl_intent_has(c, kobj_uid(obj))) {
         char *key = kube_key(obj);
         wq_add(c->claims, key);
         free(key);

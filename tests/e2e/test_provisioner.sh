@@ -321,9 +321,17 @@ rec_w=$(( $(record_writes) - rec_w0 ))
 check "one claim provisioned: 1 object write (the PV create), no PVC write" "PV 1 PVC 0" "PV $pv_w PVC $pvc_w"
 check "plus 2 writes of the intent record (amortised over concurrent claims)" 2 "$rec_w"
 # The claim's own events (added, annotated, bound) and its PV's (created,
-# bound) wake a worker only when a sync has something to do.
-check "one claim provisioned: one claim sync, no volume sync" "claims 1 volumes 0" \
-  "claims $(( $(wq_adds claims) - claim_syncs0 )) volumes $(( $(wq_adds volumes) - volume_syncs0 ))"
+# bound) wake a worker only when a sync has something to do: one claim sync
+# provisions; at most one more may follow a claim update that raced with it
+# or a retried step; no PV event wakes anything. Before, the PV's creation
+# queued the claim too: three claim syncs at least.
+claim_syncs=$(( $(wq_adds claims) - claim_syncs0 ))
+volume_syncs=$(( $(wq_adds volumes) - volume_syncs0 ))
+if [ "$claim_syncs" -ge 1 ] && [ "$claim_syncs" -le 2 ] && [ "$volume_syncs" = 0 ]; then
+  ok "one claim provisioned: 1-2 claim syncs, no volume sync (claims $claim_syncs)"
+else
+  bad "one claim provisioned: 1-2 claim syncs, no volume sync" "claims $claim_syncs volumes $volume_syncs"
+fi
 check "the driver holds exactly one volume: the PV's name, 1 GiB, reserved parameters stripped" \
   "[[\"$IMM_PV\", 1073741824, \"mount\", {\"color\": \"blue\"}]]" \
   "$(drv "$WORK/drv-a" '[[v["name"], v["capacity_bytes"], v["access_type"], v["parameters"]] for v in vols]')"
