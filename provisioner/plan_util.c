@@ -14,19 +14,12 @@
 
 void plan_buf_addn(plan_buf *b, const char *s, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap != 0 ? b->cap : 64;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (p == NULL)
-            abort();
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
+    /* The one growing buffer of the project does the work. */
+    util_buf u = {b->s, b->len, b->cap};
+    util_buf_put(&u, s, n);
+    b->s = u.buf;
+    b->len = u.len;
+    b->cap = u.cap;
 }
 
 void plan_buf_add(plan_buf *b, const char *s)
