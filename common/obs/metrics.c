@@ -23,6 +23,7 @@ static const char *const kind_names[] = {"counter", "gauge", "histogram"};
 /* client_golang's DefBuckets, used when a histogram is given none. */
 static const double default_buckets[] = {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10};
 
+/* One allocation: the struct, then counts, values and the values' text. */
 struct series {
     struct series *next; /* hash chain */
     uint64_t hash;
@@ -425,15 +426,6 @@ static bool same_values(const obs_metric *m, const struct series *s, const char 
     return true;
 }
 
-static void series_free(struct series *s, size_t n_labels)
-{
-    for (size_t i = 0; i < n_labels; i++)
-        free(s->values[i]);
-    free(s->values);
-    free(s->counts);
-    free(s);
-}
-
 static void grow_slots(obs_metric *m)
 {
     size_t n = m->n_slots * 2;
@@ -457,20 +449,32 @@ static void grow_slots(obs_metric *m)
 static struct series *series_lookup(obs_metric *m, const char *const *values, bool create)
 {
     uint64_t h = hash_values(m, values);
-    for (struct series *s = m->slots[h & (m->n_slots - 1)]; s; s = s->next)
+    struct series *s = m->slots[h & (m->n_slots - 1)];
+    for (; s; s = s->next)
         if (s->hash == h && same_values(m, s, values))
             return s;
     if (!create)
         return NULL;
     if (m->n_series >= m->n_slots)
         grow_slots(m);
-    struct series *s = util_calloc(1, sizeof(*s));
-    s->hash = h;
-    s->values = util_calloc(m->n_labels, sizeof(*s->values));
+    /* One allocation holds the series, its bucket counts, its label values
+     * and their text: series appear during a burst and live on, and each
+     * allocation left among the burst's freed ones pins a page. */
+    size_t n_counts = m->kind == KIND_HISTOGRAM ? m->n_bounds : 0;
+    size_t size = sizeof(*s) + n_counts * sizeof(uint64_t) + m->n_labels * sizeof(char *);
     for (size_t i = 0; i < m->n_labels; i++)
-        s->values[i] = util_strdup(value_at(values, i));
-    if (m->kind == KIND_HISTOGRAM)
-        s->counts = util_calloc(m->n_bounds, sizeof(*s->counts));
+        size += strlen(value_at(values, i)) + 1;
+    s = util_calloc(1, size);
+    s->hash = h;
+    s->counts = n_counts ? (uint64_t *)(s + 1) : NULL;
+    s->values = (char **)((uint64_t *)(s + 1) + n_counts);
+    char *text = (char *)(s->values + m->n_labels);
+    for (size_t i = 0; i < m->n_labels; i++) {
+        size_t len = strlen(value_at(values, i)) + 1;
+        memcpy(text, value_at(values, i), len);
+        s->values[i] = text;
+        text += len;
+    }
     size_t at = (size_t)(h & (m->n_slots - 1));
     s->next = m->slots[at];
     m->slots[at] = s;
@@ -545,7 +549,7 @@ void obs_metric_remove(obs_metric *m, const char *const *values)
         struct series *s = *pp;
         if (s->hash == h && same_values(m, s, values)) {
             *pp = s->next;
-            series_free(s, m->n_labels);
+            free(s);
             m->n_series--;
             break;
         }
@@ -581,7 +585,7 @@ static void metric_free(obs_metric *m)
         struct series *s = m->slots[i];
         while (s) {
             struct series *next = s->next;
-            series_free(s, m->n_labels);
+            free(s);
             s = next;
         }
     }
