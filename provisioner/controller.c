@@ -372,14 +372,15 @@ static int volume_work(void *ud, const char *key)
     return ctrl_sync_volume(ud, key);
 }
 
-/* A burst is over: connections opened for it are closed (two stay for the
- * next requests), and the hash tables it grew shrink to what they hold now
- * (json-c's never do on their own: 1,000 claims left five tables of 2,048
- * buckets), so neither pins the allocator's pages. */
+/* A burst is over: connections and completion queues opened for it are
+ * closed (two of each stay for the next requests), and the hash tables it grew shrink to what they
+ * hold now (json-c's never do on their own: 1,000 claims left five tables of 2,048 buckets), so
+ * neither pins the allocator's pages. */
 static void ctrl_quiet(void *ud)
 {
     prov_ctrl *c = ud;
     kube_client_trim(c->o.kube, 2);
+    csi_conn_trim(c->o.csi, 2);
     pthread_mutex_lock(&c->done_mu);
     struct lh_table *sets[] = {c->deleted, c->released, c->rescheduled, c->provisioned,
                                c->finalized};

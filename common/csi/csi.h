@@ -118,6 +118,9 @@ typedef struct csi_conn_opts {
  */
 int csi_conn_new(const char *endpoint, const csi_conn_opts *opts, csi_conn **out);
 void csi_conn_free(csi_conn *c);
+/* After a burst: keeps `keep` of the idle completion queues kept for the
+ * next calls and destroys the rest, with the memory they hold. */
+void csi_conn_trim(csi_conn *c, size_t keep);
 /* True once an established connection was lost (and stays true). */
 bool csi_conn_lost(const csi_conn *c);
 const char *csi_conn_endpoint(const csi_conn *c);

@@ -38,9 +38,13 @@
 #include "kube/kube.h"
 #include "kobj/kobj.h"
 
-#define MAX_INDEXES      8
-#define CACHE_TABLE_SIZE 1024               /* buckets of a new cache */
-#define INDEX_TABLE_SIZE 256                /* and of a new index */
+#define MAX_INDEXES 8
+/* Buckets of a new cache and index, and what kube_informer_trim shrinks
+ * them to: json-c doubles a table as it fills, and most informers (classes,
+ * nodes) hold a handful of objects; 64 buckets are 2.5 KiB, where 1,024
+ * were 40 KiB, each, idle and after every trim. */
+#define CACHE_TABLE_SIZE 64
+#define INDEX_TABLE_SIZE 64
 #define HANDOVER_QUIET   (30 * UTIL_SECOND) /* as the work queues' idle workers */
 #define HANDOVER_EVENTS  256
 
