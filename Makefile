@@ -20,6 +20,15 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 # as static archives).
 STATIC_LIBS = $(filter-out -latomic -lrt,$(shell pkg-config --static --libs-only-l grpc_unsecure)) \
 	-lupb -laddress_sorting -lcares -lprotobuf-c -ljson-c -lyaml
+# The linker name of absl::SetMutexDeadlockDetectionMode in that abseil
+# (its inline namespace names the build): csi_grpc_init turns the detector
+# of Debian's debug-mode abseil off through it.
+ABSL_DEADLOCK_SYM := $(shell nm -g --defined-only \
+	$(shell pkg-config --variable=libdir absl_synchronization)/libabsl_synchronization.a 2>/dev/null | \
+	awk '$$2 == "T" && $$3 ~ /SetMutexDeadlockDetectionMode/ {print $$3; exit}')
+ifneq ($(ABSL_DEADLOCK_SYM),)
+CPPFLAGS += -DCSI_ABSL_DEADLOCK_MODE_SYM='"$(ABSL_DEADLOCK_SYM)"'
+endif
 PKG_LIBS   = -Wl,-Bstatic $(STATIC_LIBS) -Wl,-Bdynamic \
 	$(shell pkg-config --libs libcurl libmicrohttpd libcrypto zlib) -lstdc++ -lm -latomic -lrt -lpthread
 

@@ -6,6 +6,9 @@
 
 #include "csi/csi.h"
 
+/* grpc_init, with abseil's debug-build mutex deadlock detector off first
+ * (see client.c). */
+void csi_grpc_init(void);
 gpr_timespec csi_deadline_after(util_duration d);
 /* protobuf-c message <-> gRPC byte buffer. */
 grpc_byte_buffer *csi_pack(const ProtobufCMessage *msg);

@@ -278,7 +278,7 @@ int csi_server_new(const char *endpoint, const csi_server_opts *opts, csi_server
     int r = csi_endpoint_parse("endpoint", endpoint, &target, &path);
     if (r < 0)
         return r;
-    grpc_init();
+    csi_grpc_init();
     csi_server *s = util_calloc(1, sizeof(*s));
     s->target = target;
     s->path = path;

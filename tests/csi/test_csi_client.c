@@ -23,6 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <grpc/support/sync.h>
+
 #include "csi/csi.h"
 #include "harness.h"
 #include "obs/obs.h"
@@ -617,6 +619,68 @@ static void test_call_hook_sees_method_code_and_duration(void **state)
     csi_conn_free(c);
 }
 
+/* ---- abseil's deadlock detector --------------------------------------------------- */
+
+#ifdef CSI_ABSL_DEADLOCK_MODE_SYM
+void test_absl_deadlock_mode(int mode) __asm__(CSI_ABSL_DEADLOCK_MODE_SYM);
+#endif
+
+/* In a child (its stderr to /dev/null): optionally sets the detector's mode,
+ * then locks two gRPC mutexes in one order and then in the other, which is
+ * no deadlock on one thread. The child's wait status. */
+static int lock_in_both_orders(int mode)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, STDERR_FILENO);
+#ifdef CSI_ABSL_DEADLOCK_MODE_SYM
+        if (mode >= 0)
+            test_absl_deadlock_mode(mode);
+#endif
+        gpr_mu a, b;
+        gpr_mu_init(&a);
+        gpr_mu_init(&b);
+        gpr_mu_lock(&a);
+        gpr_mu_lock(&b);
+        gpr_mu_unlock(&b);
+        gpr_mu_unlock(&a);
+        gpr_mu_lock(&b);
+        gpr_mu_lock(&a);
+        gpr_mu_unlock(&a);
+        gpr_mu_unlock(&b);
+        gpr_mu_destroy(&a);
+        gpr_mu_destroy(&b);
+        _exit(0);
+    }
+    int st = -1;
+    if (pid > 0)
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+    return st;
+}
+
+/* The connection of group_setup went through csi_grpc_init: a lock-order
+ * inversion in gRPC's mutexes no longer aborts the process. */
+static void test_grpc_mutexes_run_without_abseils_deadlock_detector(void **state)
+{
+    (void)state;
+    int st = lock_in_both_orders(-1);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+#ifdef CSI_ABSL_DEADLOCK_MODE_SYM
+    /* The detector this build links is live: set back to kAbort, the same
+     * locking kills the child. */
+    st = lock_in_both_orders(2);
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGABRT);
+#else
+    fail_msg("the Makefile found no absl::SetMutexDeadlockDetectionMode to bind");
+#endif
+}
+
 /* ---- logging ------------------------------------------------------------------ */
 
 static void test_v5_logs_requests_and_responses_without_secrets(void **state)
@@ -779,6 +843,7 @@ int main(void)
         cmocka_unit_test(test_server_stopped_during_a_call_exits_cleanly),
         cmocka_unit_test(test_1000_calls_from_16_threads_get_their_own_answers),
         cmocka_unit_test(test_call_hook_sees_method_code_and_duration),
+        cmocka_unit_test(test_grpc_mutexes_run_without_abseils_deadlock_detector),
         cmocka_unit_test(test_v5_logs_requests_and_responses_without_secrets),
         cmocka_unit_test(test_server_replaces_stale_socket_and_removes_it_at_stop),
         cmocka_unit_test(test_server_refuses_a_path_that_is_not_a_socket),
