@@ -9,7 +9,8 @@
 #   hack/bench/bench_provision.sh [N]        N claims for the high-budget run (1000)
 #   N_DEFAULT=100 CACHED=100000 B=build hack/bench/bench_provision.sh
 #   RUNS=0 hack/bench/bench_provision.sh     the memory cases (3.) only
-#   ONLY=error-rate CACHED=0 hack/bench/bench_provision.sh   one run by its title
+#   ONLY=error-rate CACHED=0 hack/bench/bench_provision.sh   the runs whose title has these words
+#   ONLY="=high client budget" ...           the run of exactly that title
 #   QUIET_S=60 hack/bench/bench_provision.sh  threads and memory also after 60 s of quiet
 #   PROV_WRAP="valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p" \
 #     ONLY="high client budget" CACHED=0 hack/bench/bench_provision.sh 200
@@ -159,8 +160,12 @@ HELPER_ARGS=()
 run_case() {
   local title=$1 count=$2
   shift 2
-  # ONLY=<words of a title>: that run alone.
-  [ -z "${ONLY:-}" ] || [[ "$title" == *"$ONLY"* ]] || return 0
+  # ONLY=<words of a title>: those runs alone; ONLY==<title>: that one.
+  if [[ "${ONLY:-}" == =* ]]; then
+    [ "=$title" = "$ONLY" ] || return 0
+  else
+    [ -z "${ONLY:-}" ] || [[ "$title" == *"$ONLY"* ]] || return 0
+  fi
   local d
   d=$(mktemp -d "$tmp/case.XXXXXX")
   echo "== $title: $count claims; csi-provisioner $*"
