@@ -193,13 +193,59 @@ static bool path_ok(const json_object *v, const char *path, char t)
     return true;
 }
 
+/* The steps of the last rule walked, for the next one that starts the same
+ * way: rules list a parent before its fields ("o spec", "s spec.csi",
+ * "s spec.csi.driver"), so with this each step costs one lookup per object
+ * checked instead of one per rule that passes through it (this check runs
+ * on every object an informer takes in). */
+#define WALK_DEPTH 8
+struct walk {
+    int depth;
+    struct {
+        const char *seg; /* in the rule's text, not NUL-terminated */
+        size_t len;
+        const json_object *v; /* what that step reached; NULL: nothing */
+    } at[WALK_DEPTH];
+};
+
+/* path_ok for a path without "[]", through `w`. */
+static bool walk_ok(const json_object *o, const char *path, char t, struct walk *w)
+{
+    const json_object *v = o;
+    const char *p = path;
+    for (int i = 0; v && *p; i++) {
+        const char *end = strchr(p, '.');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (i >= WALK_DEPTH || n >= 64)
+            return path_ok(v, p, t);
+        if (i < w->depth && w->at[i].len == n && memcmp(w->at[i].seg, p, n) == 0) {
+            v = w->at[i].v;
+        } else {
+            char key[64];
+            memcpy(key, p, n);
+            key[n] = '\0';
+            /* A step through a value that is not an object: that value is
+             * what has the wrong type, and its own rule says so. */
+            v = kobj_typed(v, json_type_object) ? kobj_get(v, key) : NULL;
+            w->at[i].seg = p;
+            w->at[i].len = n;
+            w->at[i].v = v;
+            w->depth = i + 1;
+        }
+        p = end ? end + 1 : p + n;
+    }
+    return !v || of_type(v, t);
+}
+
 int kobj_check(const json_object *o, const char *const *rules)
 {
+    struct walk w = {0};
     for (size_t i = 0; rules && rules[i]; i++) {
         const char *r = rules[i];
         if (!r[0] || r[1] != ' ')
             continue;
-        if (!path_ok(o, r + 2, r[0]))
+        bool ok = strstr(r + 2, "[]") ? path_ok(o, r + 2, r[0]) : walk_ok(o, r + 2, r[0], &w);
+        if (!ok)
             return util_err_set(-EINVAL, "%s has the wrong type", r + 2);
     }
     return 0;

@@ -546,16 +546,12 @@ static void test_pointer_escape(void **state)
 
 /* ---- field types ------------------------------------------------------------ */
 
-static const char *const check_rules[] = {"s provisioner",
-                                          "m parameters",
-                                          "b allowVolumeExpansion",
-                                          "l mountOptions",
-                                          "o spec",
-                                          "a spec.drivers",
-                                          "s spec.drivers[].name",
-                                          "l spec.drivers[].keys",
-                                          "s deep.a[].b[].c",
-                                          NULL};
+static const char *const check_rules[] = {
+    "s provisioner", "m parameters", "b allowVolumeExpansion", "l mountOptions", "o spec",
+    "a spec.drivers", "s spec.drivers[].name", "l spec.drivers[].keys", "s deep.a[].b[].c",
+    /* steps shared with the rule before */
+    "o spec.csi", "s spec.csi.driver", "m spec.csi.attrs", "s spec.csix", "s spec.cs",
+    "o spec.csi.x.y", "s spec.csi.x.y.z", "s spec.csi.xy", NULL};
 
 static const struct check_row {
     const char *json;
@@ -581,6 +577,18 @@ static const struct check_row {
     {"{`deep`:{`a`:[{`b`:[{`c`:`x`},{}]}]}}", NULL},
     {"{`deep`:{`a`:[{`b`:[{`c`:`x`},{`c`:false}]}]}}", "deep.a[].b[].c"},
     {"{`deep`:{`a`:[{`b`:{}}]}}", "deep.a[].b[].c"},
+    {"{`spec`:{`csi`:{`driver`:`d`,`attrs`:{`k`:`v`},`x`:{`y`:{`z`:`z`}},`xy`:`s`},`csix`:`s`,`cs`:"
+     "`s`}}",
+     NULL},
+    {"{`spec`:{`csi`:`x`}}", "spec.csi"},
+    {"{`spec`:{`csi`:{`driver`:1}}}", "spec.csi.driver"},
+    {"{`spec`:{`csi`:{`driver`:`d`,`attrs`:{`k`:2}}}}", "spec.csi.attrs"},
+    {"{`spec`:{`csi`:{`driver`:`d`},`csix`:{}}}", "spec.csix"},
+    {"{`spec`:{`csi`:{},`cs`:[]}}", "spec.cs"},
+    {"{`spec`:{`csi`:{`x`:{`y`:[]}}}}", "spec.csi.x.y"},
+    {"{`spec`:{`csi`:{`x`:{`y`:{`z`:{}}}}}}", "spec.csi.x.y.z"},
+    {"{`spec`:{`csi`:{`x`:{`y`:{`z`:`z`}},`xy`:{}}}}", "spec.csi.xy"},
+    {"{`spec`:{`csi`:{`x`:null,`xy`:true}}}", "spec.csi.xy"},
 };
 
 static void test_check_field_types(void **state)
