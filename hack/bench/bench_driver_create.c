@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_csi.h"
 #include "csi/csi.h"
 
 #define SIZE ((int64_t)1 << 20)
@@ -35,25 +36,11 @@ static void *worker(void *arg)
             return NULL;
         char name[64];
         snprintf(name, sizeof(name), "bench-%06d", i);
-        Csi__V1__VolumeCapability__MountVolume mount =
-            CSI__V1__VOLUME_CAPABILITY__MOUNT_VOLUME__INIT;
-        Csi__V1__VolumeCapability__AccessMode mode = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__INIT;
-        mode.mode = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
-        Csi__V1__VolumeCapability cap = CSI__V1__VOLUME_CAPABILITY__INIT;
-        cap.access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
-        cap.mount = &mount;
-        cap.access_mode = &mode;
-        Csi__V1__VolumeCapability *capp = &cap;
-        Csi__V1__CapacityRange cr = CSI__V1__CAPACITY_RANGE__INIT;
-        cr.required_bytes = SIZE;
-        Csi__V1__CreateVolumeRequest req = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
-        req.name = name;
-        req.capacity_range = &cr;
-        req.n_volume_capabilities = 1;
-        req.volume_capabilities = &capp;
+        struct bench_create c;
+        bench_create_init(&c, name, SIZE);
         Csi__V1__CreateVolumeResponse *resp = NULL;
         csi_status st;
-        if (csi_create_volume(b->conn, &req, 60 * UTIL_SECOND, &resp, &st) < 0) {
+        if (csi_create_volume(b->conn, &c.req, 60 * UTIL_SECOND, &resp, &st) < 0) {
             if (atomic_fetch_add(&b->bad, 1) < 5)
                 fprintf(stderr, "%s: %s: %s\n", name, csi_code_name(st.code), st.message);
             continue;

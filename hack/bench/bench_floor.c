@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "bench_csi.h"
 #include "csi/csi.h"
 #include "kobj/kobj.h"
 #include "kube/kube.h"
@@ -129,24 +130,11 @@ static int op_csi_pair(struct bench *b, int i)
 {
     char name[64];
     snprintf(name, sizeof(name), "pvc-floor-%08d", i);
-    Csi__V1__VolumeCapability__MountVolume mount = CSI__V1__VOLUME_CAPABILITY__MOUNT_VOLUME__INIT;
-    Csi__V1__VolumeCapability__AccessMode mode = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__INIT;
-    mode.mode = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
-    Csi__V1__VolumeCapability cap = CSI__V1__VOLUME_CAPABILITY__INIT;
-    cap.access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
-    cap.mount = &mount;
-    cap.access_mode = &mode;
-    Csi__V1__VolumeCapability *capp = &cap;
-    Csi__V1__CapacityRange cr = CSI__V1__CAPACITY_RANGE__INIT;
-    cr.required_bytes = VOL_SIZE;
-    Csi__V1__CreateVolumeRequest req = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
-    req.name = name;
-    req.capacity_range = &cr;
-    req.n_volume_capabilities = 1;
-    req.volume_capabilities = &capp;
+    struct bench_create c;
+    bench_create_init(&c, name, VOL_SIZE);
     Csi__V1__CreateVolumeResponse *resp = NULL;
     csi_status st;
-    if (csi_create_volume(b->csi, &req, 60 * UTIL_SECOND, &resp, &st) < 0) {
+    if (csi_create_volume(b->csi, &c.req, 60 * UTIL_SECOND, &resp, &st) < 0) {
         fprintf(stderr, "CreateVolume %s: %s: %s\n", name, csi_code_name(st.code), st.message);
         return -1;
     }
