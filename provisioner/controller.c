@@ -373,9 +373,10 @@ static int volume_work(void *ud, const char *key)
 }
 
 /* A burst is over: connections and completion queues opened for it are
- * closed (two of each stay for the next requests), and the hash tables it grew shrink to what they
- * hold now (json-c's never do on their own: 1,000 claims left five tables of 2,048 buckets), so
- * neither pins the allocator's pages. */
+ * closed (two of each stay for the next requests), and the hash tables it
+ * grew shrink to what they hold now (json-c's never do on their own: 1,000
+ * claims left five tables of 2,048 buckets), so none pins the allocator's
+ * pages. */
 static void ctrl_quiet(void *ud)
 {
     prov_ctrl *c = ud;

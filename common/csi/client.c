@@ -240,26 +240,19 @@ void csi_conn_trim(csi_conn *c, size_t keep)
 {
     if (!c)
         return;
-    pthread_mutex_lock(&c->cq_mu);
-    struct cq_slot *drop = NULL;
-    size_t n = 0;
-    /* The pool is a stack: its bottom holds the longest unused queues. */
-    if (c->n_cqs > keep) {
-        n = c->n_cqs - keep;
-        drop = util_calloc(n, sizeof(*drop));
-        memcpy(drop, c->cqs, n * sizeof(*drop));
-        memmove(c->cqs, c->cqs + n, keep * sizeof(*drop));
-        c->n_cqs = keep;
+    for (;;) {
+        pthread_mutex_lock(&c->cq_mu);
+        grpc_completion_queue *cq = c->n_cqs > keep ? c->cqs[--c->n_cqs].cq : NULL;
+        if (c->n_cqs == 0) {
+            free(c->cqs);
+            c->cqs = NULL;
+            c->cap_cqs = 0;
+        }
+        pthread_mutex_unlock(&c->cq_mu);
+        if (!cq)
+            return;
+        csi_cq_destroy(cq); /* idle: no call of it is under way */
     }
-    if (c->n_cqs == 0) {
-        free(c->cqs);
-        c->cqs = NULL;
-        c->cap_cqs = 0;
-    }
-    pthread_mutex_unlock(&c->cq_mu);
-    for (size_t i = 0; i < n; i++)
-        csi_cq_destroy(drop[i].cq);
-    free(drop);
 }
 
 void csi_conn_free(csi_conn *c)
