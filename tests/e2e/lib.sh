@@ -79,9 +79,11 @@ stop_all() {
 
 # ---- the world the scripts share: kube-lite, kubectl, the example driver ----------------
 
+# KEEP_WORK=1 keeps the scratch directory (logs, the audit log) for a look
 cleanup() {
   stop_all
-  rm -rf "$WORK"
+  world_down
+  if [ "${KEEP_WORK:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 K() { kubectl --kubeconfig "$WORK/admin.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
 jp() { K get "$1" "$2" -o jsonpath="$3" 2>/dev/null; }
@@ -130,4 +132,107 @@ finish() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
   exit
+}
+
+# ---- two worlds: kube-lite (default) or the real control plane ------------------------------
+# WORLD=kubernetes runs a suite against etcd + kube-apiserver + kube-controller-manager 1.20
+# (hack/kubernetes/); WORLD=kube-lite (the default) against kube-lite. A suite calls
+# world_up with kube-lite's flags; on the real control plane the ones that have a meaning
+# there are translated (tokens, TLS material, the admin token) and the controllers are
+# kube-controller-manager's own (PV binder, attach-detach, protection, ...).
+WORLD=${WORLD:-kube-lite}
+case $WORLD in kube-lite | kubernetes) ;; *)
+  echo "WORLD must be kube-lite or kubernetes, not '$WORLD'" >&2
+  exit 2
+  ;;
+esac
+SERVER=""       # the API's URL once world_up returned
+ADMIN_TOKEN=""  # the admin's bearer token ("" for kube-lite without tokens)
+on_real() { [ "$WORLD" = kubernetes ]; }
+
+# world_up KUBE-LITE-FLAGS...: 0 once the API serves, 1 (with a failed check) otherwise
+world_up() {
+  local a tokens="" token="" scheduler=0 ctl=""
+  for a in "$@"; do
+    case $a in --kubeconfig-token=*) token=${a#*=} ;; --token-auth-file=*) tokens=${a#*=} ;; esac
+  done
+  local prev=""
+  for a in "$@"; do
+    case $prev in --kubeconfig-token) token=$a ;; --token-auth-file) tokens=$a ;; --controllers) ctl=$a ;; esac
+    prev=$a
+  done
+  if ! on_real; then
+    start kube-lite "$B/bin/kube-lite" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubeconfig" "$@"
+    if wait_for 20 kl_up && alive kube-lite; then
+      SERVER=$(sed -n 's/^kube-lite: serving on //p' "$WORK/kube-lite.log")
+      ADMIN_TOKEN=$token
+      ok "kube-lite serves"
+      return 0
+    fi
+    bad "kube-lite starts" "$(cat "$WORK/kube-lite.log")"
+    return 1
+  fi
+  [ -n "$token" ] || token=admin-token
+  [ -f "$WORK/pki/ca.crt" ] || "$ROOT/hack/kube-lite/gen-certs.sh" "$WORK/pki" >/dev/null
+  local args=(--pki "$WORK/pki" --kubeconfig-token "$token" --owner $$)
+  [ -n "$tokens" ] && args+=(--token-auth-file "$tokens")
+  [ "${WORLD_SCHEDULER:-0}" = 1 ] && args+=(--scheduler)
+  if SERVER=$("$ROOT/hack/kubernetes/cluster.sh" up "$WORK/k8s" "${args[@]}" 2>"$WORK/k8s-up.log"); then
+    cp "$WORK/k8s/admin.kubeconfig" "$WORK/admin.kubeconfig"
+    ADMIN_TOKEN=$token
+    ok "the real control plane serves (etcd, kube-apiserver, kube-controller-manager 1.20.2)"
+    return 0
+  fi
+  bad "the real control plane starts" "$(tail -n 20 "$WORK/k8s-up.log")"
+  return 1
+}
+world_down() { on_real && [ -d "$WORK/k8s" ] && "$ROOT/hack/kubernetes/cluster.sh" down "$WORK/k8s"; return 0; }
+# acurl ARGS... PATH: curl as the admin against the API (TLS and token when the world has them)
+acurl() {
+  local auth=()
+  [ -n "$ADMIN_TOKEN" ] && auth=(-H "Authorization: Bearer $ADMIN_TOKEN")
+  [[ "$SERVER" == https:* ]] && auth+=(--cacert "$WORK/pki/ca.crt")
+  local path=${*: -1}
+  curl -s --max-time 10 "${auth[@]}" "${@:1:$#-1}" "$SERVER$path"
+}
+# requests VERB-REGEX RESOURCE-REGEX CODE-REGEX [USER-REGEX]: how many API requests matched
+# so far. kube-lite counts them in apiserver_request_total (any user); the real control plane
+# in its audit log (one line per completed request), where USER-REGEX can pick the caller.
+requests() {
+  if on_real; then
+    python3 - "$WORK/k8s/logs/audit.log" "$@" <<'PY'
+import json, re, sys
+path, verb, res, code = sys.argv[1:5]
+user = sys.argv[5] if len(sys.argv) > 5 else ".*"
+n = 0
+try:
+    for line in open(path):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        ref = e.get("objectRef") or {}
+        r = ref.get("resource", "") + ("/" + ref["subresource"] if ref.get("subresource") else "")
+        c = str((e.get("responseStatus") or {}).get("code", ""))
+        if (re.fullmatch(verb, e.get("verb", "")) and re.fullmatch(res, r) and re.fullmatch(code, c)
+                and re.fullmatch(user, (e.get("user") or {}).get("username", ""))):
+            n += 1
+except OSError:
+    pass
+print(n)
+PY
+  else
+    klmetrics | python3 -c '
+import re, sys
+verb, res, code = sys.argv[1:4]
+n = 0
+for line in sys.stdin:
+    m = re.match(r"apiserver_request_total\{(.*)\} (\S+)$", line.strip())
+    if not m:
+        continue
+    l = dict(re.findall(r"(\w+)=\"([^\"]*)\"", m.group(1)))
+    if re.fullmatch(verb, l.get("verb", "")) and re.fullmatch(res, l.get("resource", "")) and re.fullmatch(code, l.get("code", "")):
+        n += int(float(m.group(2)))
+print(n)' "$1" "$2" "$3"
+  fi
 }

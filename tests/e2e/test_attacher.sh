@@ -59,14 +59,9 @@ cat >"$WORK/tokens.csv" <<EOF
 admin-token,admin,1,"system:masters"
 attacher-token,system:serviceaccount:$NS:csi-attacher,2
 EOF
-start kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubeconfig" \
-  --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
+if ! world_up --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
   --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
-  --authorization-mode RBAC --kubeconfig-token admin-token --controllers binder,attach
-if wait_for 20 kl_up && alive kube-lite; then
-  ok "kube-lite serves HTTPS with tokens, RBAC and the attach stand-in"
-else
-  bad "kube-lite starts" "$(cat "$WORK/kube-lite.log")"
+  --authorization-mode RBAC --kubeconfig-token admin-token --controllers binder,attach; then
   echo "$passed passed, $failed failed"
   exit 1
 fi
@@ -92,6 +87,8 @@ apiVersion: v1
 kind: Node
 metadata:
   name: node-1
+  annotations:
+    volumes.kubernetes.io/controller-managed-attach-detach: "true"
 ---
 apiVersion: storage.k8s.io/v1
 kind: CSINode
@@ -107,12 +104,15 @@ kind: Node
 metadata:
   name: node-2
   annotations:
+    volumes.kubernetes.io/controller-managed-attach-detach: "true"
     csi.volume.kubernetes.io/nodeid: '{"hostpath.csi.example.com":"node-2"}'
 ---
 apiVersion: v1
 kind: Node
 metadata:
   name: node-gone
+  annotations:
+    volumes.kubernetes.io/controller-managed-attach-detach: "true"
 ---
 apiVersion: storage.k8s.io/v1
 kind: CSINode
@@ -162,7 +162,7 @@ else
   bad "cluster objects" "$(cat "$WORK/cluster.out")"
 fi
 
-refused() { klmetrics | grep -E '^apiserver_request_total\{.*code="40[13]"' | grep -v 'resource="events"' | sort; }
+refused() { requests '.*' '(?!events).*' '40[13]' 'system:serviceaccount:.*'; }
 REFUSED0=$(refused)
 
 # ---- drivers, provisioner, attachers --------------------------------------------------------
@@ -211,19 +211,25 @@ if wait_for 60 started att-a && alive att-a; then ok "att-a starts"; else bad "a
 
 # api PATH: a GET as admin with curl (polls would spend most of their time
 # starting kubectl on a loaded machine)
-SERVER=$(sed -n 's/^kube-lite: serving on //p' "$WORK/kube-lite.log")
-api() { curl -s --max-time 10 --cacert "$WORK/pki/ca.crt" -H 'Authorization: Bearer admin-token' "$SERVER$1"; }
+api() { acurl "$1"; }
 # post PATH JSON / del PATH: writes as admin with curl
-post() { curl -s --max-time 10 --cacert "$WORK/pki/ca.crt" -H 'Authorization: Bearer admin-token' \
-  -H 'Content-Type: application/json' -X POST --data "$2" "$SERVER$1" >/dev/null; }
-del() { curl -s --max-time 10 --cacert "$WORK/pki/ca.crt" -H 'Authorization: Bearer admin-token' -X DELETE "$SERVER$1" >/dev/null; }
+post() { acurl -H 'Content-Type: application/json' -X POST --data "$2" "$1" >/dev/null; }
+del() { acurl -X DELETE "$1" >/dev/null; }
 pvc() { # pvc NAME [CLASS]: a ReadWriteOnce claim of 1Gi
   post "/api/v1/namespaces/$NS/persistentvolumeclaims" '{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"'"$1"'"},"spec":{"accessModes":["ReadWriteOnce"],"storageClassName":"'"${2:-att}"'","resources":{"requests":{"storage":"1Gi"}}}}'
 }
 pod() { # pod NAME NODE CLAIM
   post "/api/v1/namespaces/$NS/pods" '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"'"$1"'"},"spec":{"nodeName":"'"$2"'","containers":[{"name":"app","image":"busybox"}],"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"'"$3"'"}}]}}'
 }
-delpod() { for p in "$@"; do del "/api/v1/namespaces/$NS/pods/$p"; done; }
+delpod() { for p in "$@"; do del "/api/v1/namespaces/$NS/pods/$p?gracePeriodSeconds=0"; done; }
+# va NAME NODE CLAIM / delva NAME...: a VolumeAttachment made and deleted by hand, as the
+# attach-detach controller would. The error cases use these: after failed attaches the real
+# controller backs off (up to 2 minutes) before it detaches, and it never attaches a
+# single-node volume to a second node; the attacher's side is the same either way.
+va() {
+  post /apis/storage.k8s.io/v1/volumeattachments '{"apiVersion":"storage.k8s.io/v1","kind":"VolumeAttachment","metadata":{"name":"'"$1"'"},"spec":{"attacher":"hostpath.csi.example.com","nodeName":"'"$2"'","source":{"persistentVolumeName":"'"$(pv_of "$3")"'"}}}'
+}
+delva() { for v in "$@"; do del "/apis/storage.k8s.io/v1/volumeattachments/$v"; done; }
 pv_of() { api "/api/v1/namespaces/$NS/persistentvolumeclaims/$1" | pyj 'o.get("spec", {}).get("volumeName", "")'; }
 handle_of() { api "/api/v1/persistentvolumes/$(pv_of "$1")" | pyj 'o["spec"]["csi"]["volumeHandle"]'; }
 # va_of CLAIM NODE: the name of the VolumeAttachment for the claim's PV on NODE
@@ -245,10 +251,7 @@ published_is() { [ "$(published "$1" | tee "$EXPECT_LAST")" = "$2" ]; }
 has_va() { [ -n "$(va_of "$1" "$2")" ]; }
 # patches RESOURCE: PATCH writes so far to the resource (and its subresources) that took effect
 # (2xx): a guarded patch refused on a stale cache (422) and retried is one write, not two
-patches() {
-  klmetrics | grep -E '^apiserver_request_total\{verb="(patch|PATCH)",resource="'"$1"'(/[a-z]+)?",code="2[0-9][0-9]"\}' |
-    awk '{s += $NF} END {print s + 0}'
-}
+patches() { requests '(patch|PATCH)' "$1(/[a-z]+)?" '2[0-9][0-9]'; }
 bound() { [ "$(api "/api/v1/namespaces/$NS/persistentvolumeclaims/$1" | pyj 'o.get("status", {}).get("phase", "")')" = Bound ]; }
 
 # ---- attach and detach through pods ------------------------------------------------------------
@@ -314,12 +317,14 @@ check "later attach of a PV: 0 PV writes and 2 VA writes" "0 2" \
 # ---- driver errors show in status and recover ------------------------------------------------
 
 faults "$WORK/drv-a" '{"ControllerPublishVolume": {"fail": {"count": 100000, "code": "INTERNAL", "message": "backend busy"}}}'
-pod p3 node-1 c3
-expect "c3 gets a VolumeAttachment" 20 has_va c3 node-1
-VA3=$(va_of c3 node-1)
+VA3=va-c3
+va "$VA3" node-1 c3
 expect "an attach error shows in status.attachError as upstream words it" 30 \
   att_error_has "$VA3" "rpc error: code = Internal desc = backend busy"
-check "the VA is not attached meanwhile; errorCode is the gRPC code (13)" "[false, 13]" \
+# status.attachError.errorCode is newer than Kubernetes 1.20, which drops it
+code=13
+on_real && code=null
+check "the VA is not attached meanwhile; errorCode is the gRPC code ($code)" "[false, $code]" \
   "$(va_field "$VA3" '[o.get("status", {}).get("attached", False), o.get("status", {}).get("attachError", {}).get("errorCode")]')"
 long=$(python3 -c 'print("E" * 1990 + "-tail")')
 faults "$WORK/drv-a" '{"ControllerPublishVolume": {"fail": {"count": 100000, "code": "INTERNAL", "message": "'"$long"'"}}}'
@@ -331,7 +336,7 @@ expect "once the driver recovers the VA is attached" 30 attached "$VA3"
 expect "and attachError is cleared" 10 no_att_error "$VA3"
 
 faults "$WORK/drv-a" '{"ControllerUnpublishVolume": {"fail": {"count": 100000, "code": "UNAVAILABLE", "message": "detach stuck"}}}'
-delpod p3
+delva "$VA3"
 expect "a detach error shows in status.detachError" 30 det_error_has "$VA3" "rpc error: code = Unavailable desc = detach stuck"
 check "the VA stays while the detach fails" "" "$(va_gone "$VA3" && echo gone)"
 faults "$WORK/drv-a" ""
@@ -340,9 +345,8 @@ check "the driver no longer publishes c3" '[]' "$(published "$(handle_of c3)")"
 
 # ---- published elsewhere: FAILED_PRECONDITION is retried ----------------------------------------
 
-pod p4 node-1 c2
-expect "c2 on node-1 gets a VolumeAttachment" 20 has_va c2 node-1
-VA4=$(va_of c2 node-1)
+VA4=va-c2-node-1
+va "$VA4" node-1 c2
 expect "a single-node volume published on node-2 answers FAILED_PRECONDITION" 30 \
   att_error_has "$VA4" "code = FailedPrecondition"
 delpod p2
@@ -355,9 +359,8 @@ pod ps node-1 c-sec
 expect "c-sec gets a VolumeAttachment" 20 has_va c-sec node-1
 VAS=$(va_of c-sec node-1)
 expect "controllerPublishSecretRef's data reaches the driver (it checks user=admin)" 30 attached "$VAS"
-pod pb node-1 c-badsec
-expect "c-badsec gets a VolumeAttachment" 20 has_va c-badsec node-1
-VAB=$(va_of c-badsec node-1)
+VAB=va-c-badsec
+va "$VAB" node-1 c-badsec
 expect "a secret with another value is refused by the driver" 30 att_error_has "$VAB" "code = Unauthenticated"
 K patch secret c-badsec-publish --type merge -p '{"data":{"user":"YWRtaW4="}}' >/dev/null 2>&1
 expect "the secret is read again on each retry: fixed, the VA is attached" 30 attached "$VAB"
@@ -377,11 +380,10 @@ check "the VA stays attached" true "$(va_field "$VA4" 'o.get("status", {}).get("
 
 # ---- a deleted node's VolumeAttachment detaches ------------------------------------------------------
 
-pod pg node-gone cg
-expect "cg on node-gone gets a VolumeAttachment" 20 has_va cg node-gone
-VAG=$(va_of cg node-gone)
+VAG=va-cg
+va "$VAG" node-gone cg
 expect "the driver does not know node-gone's id: NOT_FOUND on attach" 30 att_error_has "$VAG" "code = NotFound"
-delpod pg
+delva "$VAG"
 expect "while the Node exists, NOT_FOUND on detach is an error (retried)" 30 det_error_has "$VAG" "code = NotFound"
 del /api/v1/nodes/node-gone
 del /apis/storage.k8s.io/v1/csinodes/node-gone
@@ -436,7 +438,8 @@ contains "/metrics: csi_sidecar_operations_seconds counts ControllerPublishVolum
 
 # ---- clean up through the sidecars: PV finalizers go once no VA uses a deleted PV ----------------------
 
-delpod p1b p4 pb
+delpod p1b
+delva "$VA4" "$VAB"
 no_vas() { [ "$(api /apis/storage.k8s.io/v1/volumeattachments | pyj 'len([i for i in o["items"] if i["spec"]["attacher"] == "hostpath.csi.example.com"])')" = 0 ]; }
 expect "every VA of the driver is detached and gone" 40 no_vas
 check "the driver holds no publication" '[]' "$(drv "$WORK/drv-a" '[v["name"] for v in vols if v.get("published_nodes")]')"
