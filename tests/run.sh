@@ -9,7 +9,9 @@
 # Suites are <build-dir>/tests/*/test_* (cmocka binaries) and tests/*/test_*.sh
 # (end-to-end scripts that print their own "N passed, N failed" line). A suite
 # that crashes, exits non-zero without saying why, or whose output (its own or
-# its children's) holds a sanitizer report counts as a failure.
+# its children's) holds a sanitizer report counts as a failure. A script with a
+# line "# worlds: kube-lite kubernetes" also runs against the real control plane
+# (WORLD=kubernetes, hack/kubernetes/), once, with the plain build.
 #
 # Suites run TEST_JOBS at a time (default 3): most of an end-to-end suite's
 # time is spent waiting on other processes, so a few in parallel keep two
@@ -96,6 +98,23 @@ run_one() {
   cat "$RESULTS/$idx.msg"
 }
 
+# queue_real BUILD: the end-to-end scripts that say "# worlds: ... kubernetes" once
+# more against the real control plane (hack/kubernetes/; WORLD=kubernetes). They go
+# first: they are the longest. TEST_WORLDS=kube-lite leaves them out.
+queue_real() {
+  local b=$1 t name
+  [[ " ${TEST_WORLDS:-kube-lite kubernetes} " == *" kubernetes "* ]] || return 0
+  local logdir="$b/test-logs"
+  mkdir -p "$logdir"
+  for t in "$ROOT"/tests/*/test_*.sh; do
+    [ -f "$t" ] || continue
+    grep -Eq '^# worlds:.* kubernetes( |$)' "$t" || continue
+    name=${t#"$ROOT"/tests/}
+    [ -n "$FILTER" ] && [[ "$name" != *$FILTER* ]] && continue
+    queue "kubernetes: $name" "$logdir/kubernetes_${name//\//_}.log" "$b" env WORLD=kubernetes bash "$t" "$b"
+  done
+}
+
 queue_tree() {
   local b=$1 label=$2
   local logdir="$b/test-logs"
@@ -123,10 +142,12 @@ if [ "$ALL" -eq 1 ]; then
   # new inputs, built with clang into $B/fuzz (tests/fuzz/README.md).
   queue "fuzz" "$B/test-logs/fuzz.log" "$B" make -C "$ROOT" --no-print-directory \
     -f tests/fuzz/fuzz.mk -j2 FB="$B/fuzz" fuzz-check
+  queue_real "$B"
   queue_tree "$SAN_B" "asan+ubsan: "
   queue_tree "$B" ""
   queue "valgrind: csi/test_csi_client" "$B/test-logs/valgrind.log" "$B" "$ROOT/tests/valgrind.sh" "$B"
 else
+  queue_real "$B"
   queue_tree "$B" ""
 fi
 

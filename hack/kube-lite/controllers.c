@@ -11,8 +11,8 @@
  *   attach      a Pod with spec.nodeName selects that node for its
  *               WaitForFirstConsumer claims, and gets a VolumeAttachment
  *               (csi-<sha256(handle+driver+node)>) for each bound CSI volume
- *               whose CSIDriver requires attach; attachments no pod on the node
- *               uses any more are deleted.
+ *               whose CSIDriver requires attach; attachments of that name that
+ *               no pod on the node uses any more are deleted.
  *   namespaces  a namespace being deleted is emptied and then removed.
  *
  * One thread follows the store's events and reconciles the objects they
@@ -425,7 +425,11 @@ static bool collect_va(void *ud, const kl_obj *o)
     json_object *spec = kobj_get(tree, "spec");
     const char *pv = kobj_str(kobj_get(spec, "source"), "persistentVolumeName");
     const char *node = kobj_str(spec, "nodeName");
-    if (!pv || !node || kobj_meta_str(tree, "deletionTimestamp")) {
+    /* Only attachments named as this stand-in names them: kube-controller-manager's
+     * attach-detach controller detaches by that computed name (csi-<sha256>), so
+     * one made by someone else is never its to delete. */
+    if (!pv || !node || kobj_meta_str(tree, "deletionTimestamp") ||
+        strncmp(o->name, "csi-", 4) != 0) {
         json_object_put(tree);
         return false;
     }

@@ -6,7 +6,9 @@
 # VolumeAttachments, as kube-controller-manager does; checks read the API
 # with kubectl and the driver's status.json.
 #
-#   tests/e2e/test_attacher.sh <build-dir>
+#   tests/e2e/test_attacher.sh <build-dir>       (WORLD=kubernetes: on the real control plane)
+#
+# worlds: kube-lite kubernetes
 #
 # Prints "ok"/"FAIL" per check and ends with "N passed, N failed"; exits
 # non-zero when a check failed. Every process started here is stopped with
