@@ -164,9 +164,11 @@ valgrind: tests
 
 # The local world (kube-lite, example driver, the three sidecars, kubelet-sim)
 # and a storage scenario played with kubectl; it keeps running until demo-down.
+# CLUSTER=kubernetes: the same on the real control plane (hack/kubernetes/).
+CLUSTER ?= kube-lite
 demo: deps
 	$(MAKE) -j$(JOBS) all
-	DEMO_BUILD_DIR=$(B) hack/demo.sh up --no-build
+	DEMO_BUILD_DIR=$(B) CLUSTER=$(CLUSTER) hack/demo.sh up --no-build
 
 demo-down:
 	hack/demo.sh down

@@ -9,6 +9,13 @@
 #   hack/demo.sh down                          (make demo-down)
 #   hack/demo.sh status
 #
+# CLUSTER=kubernetes (make demo CLUSTER=kubernetes) plays the same scenario on
+# the real control plane (hack/kubernetes/: etcd, kube-apiserver,
+# kube-controller-manager and kube-scheduler 1.20.2) instead of kube-lite: the
+# real scheduler places the pod (and so picks the node of the
+# WaitForFirstConsumer claim), the real PV binder and attach-detach controller
+# do their part, kubelet-sim is each node's kubelet.
+#
 # Environment:
 #   DEMO_DIR        the world's directory (default build/demo): kubeconfig,
 #                   logs/, run/ (pid files, exit codes), sockets, driver state
@@ -30,6 +37,12 @@ ZONE_KEY=topology.example.com/zone
 NODES=(node-1 node-2)
 POD_NODE=node-2 # the pod goes here, so the volume must land in zone-2
 NS=default
+CLUSTER=${CLUSTER:-kube-lite}
+case $CLUSTER in kube-lite | kubernetes) ;; *)
+  echo "CLUSTER must be kube-lite or kubernetes, not '$CLUSTER'" >&2
+  exit 2
+  ;;
+esac
 
 # ---- output -------------------------------------------------------------------------------
 
@@ -147,6 +160,10 @@ stop_world() {
 
 cmd_down() {
   stop_world
+  # A real control plane of this world (CLUSTER=kubernetes) goes last.
+  if [ -d "$D/k8s/run" ]; then
+    "$ROOT/hack/kubernetes/cluster.sh" down "$D/k8s" || echo "demo: stopping the control plane in $D/k8s failed" >&2
+  fi
   # Everything but the logs: pid files, sockets, state, keys, kubeconfigs.
   if [ -d "$D" ]; then
     find "$D" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} +
@@ -249,9 +266,23 @@ roleRef:
 EOF
 }
 healthy() { curl -sf --max-time 2 "http://127.0.0.1:$1${2:-/healthz}" >/dev/null; }
-api_url() { sed -n 's/^kube-lite: serving on //p' "$D/logs/kube-lite.log" 2>/dev/null | head -n 1; }
-# api_writes: successful create/update/patch/delete requests kube-lite answered
+api_url() {
+  if [ "$CLUSTER" = kubernetes ]; then
+    cat "$D/k8s/server" 2>/dev/null
+  else
+    sed -n 's/^kube-lite: serving on //p' "$D/logs/kube-lite.log" 2>/dev/null | head -n 1
+  fi
+}
+# api_writes: successful create/update/patch/delete requests the API server
+# answered (kube-lite's metrics; kube-apiserver's audit log)
 api_writes() {
+  if [ "$CLUSTER" = kubernetes ]; then
+    [ -s "$D/k8s/logs/audit.log" ] || { echo 0; return; }
+    # -R and fromjson?: the line being written as we read is skipped
+    jq -Rn '[inputs | fromjson? | select(.verb | IN("create", "update", "patch", "delete", "deletecollection"))
+      | select((.responseStatus.code // 0) < 400)] | length' "$D/k8s/logs/audit.log" 2>/dev/null
+    return
+  fi
   { curl -s --max-time 5 --cacert "$D/pki/ca.crt" -H "Authorization: Bearer $(cat "$D/run/admin.token" 2>/dev/null)" \
     "$(api_url)/metrics" 2>/dev/null || true; } | awk '
     /^apiserver_request_total/ && /verb="(create|update|patch|delete|deletecollection)"/ {
@@ -402,7 +433,11 @@ cmd_up() {
   [ ${#sock_probe} -lt 100 ] || die "DEMO_DIR $D is too long for unix socket paths (108 bytes)"
 
   # ---- kube-lite: TLS, one token per identity, RBAC ------------------------------------------
-  step_begin "kube-lite: HTTPS, tokens, RBAC"
+  if [ "$CLUSTER" = kubernetes ]; then
+    step_begin "kube-apiserver 1.20.2 (etcd, controller-manager, scheduler): HTTPS, tokens, RBAC"
+  else
+    step_begin "kube-lite: HTTPS, tokens, RBAC"
+  fi
   gen_certs "$D/pki" || die "cannot make the certificates (openssl)"
   local tok_admin tok_prov tok_att
   local rnd
@@ -420,20 +455,34 @@ cmd_up() {
     done
   } >"$D/run/tokens.csv"
   chmod 600 "$D/run/tokens.csv" "$D/run/admin.token"
-  # The kubeconfig kube-lite writes has no user: each identity's copy gets
-  # its token here (a token on the command line would show in ps).
-  launch kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$D/run/server.kubeconfig" \
-    --tls-cert-file "$D/pki/server.crt" --tls-private-key-file "$D/pki/server.key" \
-    --client-ca-file "$D/pki/ca.crt" --token-auth-file "$D/run/tokens.csv" \
-    --authorization-mode RBAC \
-    --controllers binder,attach,namespaces
   local i
-  for ((i = 0; i < 200; i++)); do
-    [ -n "$(api_url)" ] && break
-    ours kube-lite || die "kube-lite exited: $(tail -n 3 "$D/logs/kube-lite.log")"
-    sleep 0.05
-  done
-  [ -n "$(api_url)" ] || die "kube-lite did not start"
+  if [ "$CLUSTER" = kubernetes ]; then
+    # The real control plane keeps its own pid files and logs in k8s/ (down
+    # stops it last); the node lifecycle controller takes the not-ready taint
+    # off the nodes once kubelet-sim reports them Ready, so the scheduler
+    # places pods on them.
+    say "  starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler (hack/kubernetes/; the first run builds them: minutes)"
+    "$ROOT/hack/kubernetes/cluster.sh" up "$D/k8s" --pki "$D/pki" --token-auth-file "$D/run/tokens.csv" \
+      --kubeconfig-token "$tok_admin" --scheduler \
+      --controllers persistentvolume-binder,attachdetach,namespace,garbagecollector,serviceaccount,serviceaccount-token,pvc-protection,pv-protection,nodelifecycle \
+      >"$D/logs/cluster.log" 2>&1 || die "the control plane did not start: $(tail -n 5 "$D/logs/cluster.log")"
+    # Its admin kubeconfig without the token: the template kc_for fills in.
+    (umask 077 && sed 's/^    token: .*$/    {}/' "$D/k8s/admin.kubeconfig" >"$D/run/server.kubeconfig")
+  else
+    # The kubeconfig kube-lite writes has no user: each identity's copy gets
+    # its token here (a token on the command line would show in ps).
+    launch kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$D/run/server.kubeconfig" \
+      --tls-cert-file "$D/pki/server.crt" --tls-private-key-file "$D/pki/server.key" \
+      --client-ca-file "$D/pki/ca.crt" --token-auth-file "$D/run/tokens.csv" \
+      --authorization-mode RBAC \
+      --controllers binder,attach,namespaces
+    for ((i = 0; i < 200; i++)); do
+      [ -n "$(api_url)" ] && break
+      ours kube-lite || die "kube-lite exited: $(tail -n 3 "$D/logs/kube-lite.log")"
+      sleep 0.05
+    done
+    [ -n "$(api_url)" ] || die "kube-lite did not start"
+  fi
   # kc_for FILE TOKEN: the server's kubeconfig with TOKEN as the user
   kc_for() {
     (umask 077 && sed "s/^    {}\$/    token: $2/" "$D/run/server.kubeconfig" >"$1")
@@ -445,7 +494,7 @@ cmd_up() {
   for n in "${NODES[@]}"; do
     kc_for "$D/run/kubelet-$n.kubeconfig" "$(awk -F, -v u="system:node:$n" '$2 == u { print $1 }' "$D/run/tokens.csv")"
   done
-  say "  kube-lite serves $(api_url)"
+  say "  $([ "$CLUSTER" = kubernetes ] && echo kube-apiserver || echo kube-lite) serves $(api_url)"
   # The sidecars' RBAC and the CSIDriver as a cluster gets them (the
   # top-level rendering of manifests/, its workloads left out: here the
   # processes run on this machine), and what the kubelets may write.
@@ -455,7 +504,7 @@ cmd_up() {
   { printf '%s\n' "$out"; kubelet_rbac; } >"$D/run/cluster.yaml"
   say "  from manifests/: $n_obj objects (the provisioner's and attacher's RBAC, the CSIDriver); the registrar needs none (kubelet mode)"
   out=$(K apply -f "$D/run/cluster.yaml" 2>&1) || die "RBAC and CSIDriver do not apply: $out"
-  step_end "kube-lite, RBAC"
+  step_end "$([ "$CLUSTER" = kubernetes ] && echo "control plane, RBAC" || echo "kube-lite, RBAC")"
 
   # ---- the driver, the sidecars, the nodes ----------------------------------------------------
   step_begin "CSI driver (controller + node roles), sidecars, kubelet-sim"
@@ -529,7 +578,16 @@ EOF
   show_phases
   step_end "class + claim"
 
-  step_begin "a pod on $POD_NODE uses the claim"
+  # kube-lite has no scheduler: the pod names its node. On the real control
+  # plane kube-scheduler places it by its node selector and so chooses the
+  # node of the WaitForFirstConsumer claim (volume.kubernetes.io/selected-node).
+  local placement="nodeName: $POD_NODE"
+  if [ "$CLUSTER" = kubernetes ]; then
+    step_begin "kube-scheduler places a pod using the claim on $POD_NODE"
+    placement="nodeSelector: {kubernetes.io/hostname: $POD_NODE}"
+  else
+    step_begin "a pod on $POD_NODE uses the claim"
+  fi
   K apply -f - >/dev/null <<EOF || die "the pod does not apply"
 apiVersion: v1
 kind: Pod
@@ -537,7 +595,7 @@ metadata:
   name: demo-pod
   namespace: $NS
 spec:
-  nodeName: $POD_NODE
+  $placement
   containers:
     - name: app
       image: registry.k8s.io/pause:3.9
@@ -553,6 +611,8 @@ EOF
   PV=$(q "$(obj PersistentVolumeClaim demo-claim) | .spec.volumeName // \"\"")
   check "pv/$PV is in $POD_NODE's zone (nodeAffinity $ZONE_KEY=zone-2)" pv_zone "$PV" zone-2
   check "the driver created the volume in zone-2" drv_zone zone-2
+  check "pod/demo-pod is on $POD_NODE" pod_node_is "$POD_NODE"
+  check "pvc/demo-claim: volume.kubernetes.io/selected-node is $POD_NODE" selected_node_is "$POD_NODE"
   show_phases
   step_end "provisioned"
 
@@ -620,6 +680,10 @@ node_annotated() {
     --arg d "$DRIVER")" = "$1" ]
 }
 node_label() { [ "$(q "$(obj Node "$1") | .metadata.labels[\$k]" --arg k "$ZONE_KEY")" = "$2" ]; }
+pod_node_is() { snap && [ "$(q "$(obj Pod demo-pod) | .spec.nodeName // \"\"")" = "$1" ]; }
+selected_node_is() {
+  [ "$(q "$(obj PersistentVolumeClaim demo-claim) | .metadata.annotations[\"volume.kubernetes.io/selected-node\"] // \"\"")" = "$1" ]
+}
 pv_zone() {
   [ "$(q "$(obj PersistentVolume "$1") | .spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[] | select(.key == \$k) | .values[0]" --arg k "$ZONE_KEY")" = "$2" ]
 }

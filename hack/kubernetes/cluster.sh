@@ -16,7 +16,7 @@
 #                          attach-detach, namespace, garbage collector, service accounts and
 #                          their tokens, PVC and PV protection)
 #   --scheduler            also run kube-scheduler
-#   --pki DIR2             use DIR2/{ca.crt,ca.key,server.crt,server.key}
+#   --pki DIR2             use DIR2/{ca.crt,server.crt,server.key}
 #                          (hack/kube-lite/gen-certs.sh) instead of making them
 #   --owner PID            stop the control plane when process PID ends (a test
 #                          that is killed leaves nothing running)
@@ -57,27 +57,22 @@ pid_of() {
   echo "$pid"
 }
 
-stop_one() {
-  local pid i
-  pid=$(pid_of "$1") || {
-    rm -f "$DIR/run/$1.pid"
-    return 0
-  }
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  rm -f "$DIR/run/$1.pid"
-}
-
+# down: SIGTERM to every process at once, SIGKILL to what is left after 10 s
 down() {
-  local n
+  local n pid i pids=()
   for n in "${NAMES[@]}"; do
     [ "$n" = watchdog ] && [ "${KEEP_WATCHDOG:-0}" = 1 ] && continue
-    stop_one "$n"
+    if pid=$(pid_of "$n"); then
+      pids+=("$pid")
+      kill -TERM "$pid" 2>/dev/null || true
+    fi
   done
+  for ((i = 0; i < 100; i++)); do
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && break; done
+    kill -0 "${pid:-0}" 2>/dev/null || break
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   if [ -s "$DIR/run/etcd-data" ]; then
     rm -rf "$(cat "$DIR/run/etcd-data")"
   fi
@@ -131,7 +126,7 @@ mkdir -p "$DIR/run" "$DIR/logs"
 PKI=$DIR/pki
 if [ -n "$PKI_IN" ]; then
   mkdir -p "$PKI"
-  for f in ca.crt ca.key server.crt server.key; do
+  for f in ca.crt server.crt server.key; do
     [ -f "$PKI_IN/$f" ] || die "--pki $PKI_IN has no $f (hack/kube-lite/gen-certs.sh makes them)"
     [ "$PKI_IN/$f" -ef "$PKI/$f" ] || cp "$PKI_IN/$f" "$PKI/$f"
   done
@@ -184,8 +179,17 @@ launch() {
   local name=$1 tag=$2
   shift 2
   printf '%s\n' "$tag" >"$DIR/run/$name.tag"
-  setsid "$@" </dev/null >>"$DIR/logs/$name.log" 2>&1 &
-  echo $! >"$DIR/run/$name.pid"
+  rm -f "$DIR/run/$name.pid"
+  # The program writes its own pid (setsid forks when it happens to lead a
+  # process group, and then $! is not the program's).
+  setsid bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' "$DIR/run/$name.pid" "$@" \
+    </dev/null >>"$DIR/logs/$name.log" 2>&1 &
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [ -s "$DIR/run/$name.pid" ] && return 0
+    sleep 0.05
+  done
+  die "$name did not start"
 }
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -282,10 +286,10 @@ fi
 if [ -n "$OWNER" ]; then
   # The watchdog ends with its owner and takes the control plane with it.
   printf '%s\n' "csi-cluster-watchdog $DIR" >"$DIR/run/watchdog.tag"
-  setsid bash -c 'while kill -0 "$1" 2>/dev/null && [ -d "$3/run" ]; do sleep 1; done
+  setsid bash -c 'echo $$ >"$3/run/watchdog.pid"
+    while kill -0 "$1" 2>/dev/null && [ -d "$3/run" ]; do sleep 1; done
     [ -d "$3/run" ] && KEEP_WATCHDOG=1 "$2" down "$3"' "csi-cluster-watchdog $DIR" \
-    "$OWNER" "$0" "$DIR" </dev/null >>"$DIR/logs/watchdog.log" 2>&1 &
-  echo $! >"$DIR/run/watchdog.pid"
+    "$OWNER" "$ROOT/hack/kubernetes/cluster.sh" "$DIR" </dev/null >>"$DIR/logs/watchdog.log" 2>&1 &
 fi
 
 # Pods can be created once the default service account has its token
