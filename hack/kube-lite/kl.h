@@ -96,19 +96,106 @@ json_object *kl_table_new(const kl_type *t, int version, bool columns);
 void kl_table_add_row(json_object *table, const kl_type *t, const json_object *obj, int version,
                       int include, int64_t now);
 
-/* ---- proto: protobuf request bodies ------------------------------------------ */
+/* ---- proto: the protobuf encoding (application/vnd.kubernetes.protobuf) ------ */
+
+#define KL_PROTO_TYPE       "application/vnd.kubernetes.protobuf"
+#define KL_PROTO_WATCH_TYPE "application/vnd.kubernetes.protobuf;stream=watch"
 
 /*
- * Decodes an `application/vnd.kubernetes.protobuf` body ("k8s\0" +
- * runtime.Unknown) into the JSON object kube-apiserver would have decoded,
- * for the kinds kubectl's generator commands send (Namespace, Secret,
- * ConfigMap, ServiceAccount, Role, ClusterRole, RoleBinding,
- * ClusterRoleBinding, TokenRequest). -EINVAL for malformed bytes, -ENOTSUP
- * for another kind; util_err_last() says why. An envelope without apiVersion
- * and kind is read as `dflt_api_version` / `dflt_kind` (may be NULL).
+ * Decodes a request body ("k8s\0" + runtime.Unknown{typeMeta{apiVersion,
+ * kind}, raw, contentEncoding, contentType}) into the JSON object
+ * kube-apiserver's JSON encoding of the same Go struct would be. -EINVAL for
+ * malformed bytes (bounds, wire types, nesting), -ENOTSUP for a kind without
+ * tables (custom resources); util_err_last() says why. An envelope without
+ * apiVersion and kind is read as `dflt_api_version` / `dflt_kind` (may be
+ * NULL); DeleteOptions is read under any apiVersion.
  */
 int kl_proto_decode(const void *body, size_t len, const char *dflt_api_version,
                     const char *dflt_kind, json_object **out);
+/* The envelope of `obj`, typed by its own apiVersion and kind; *out is
+ * malloc'ed. -ENOTSUP when there are no tables for it. */
+int kl_proto_encode(const json_object *obj, char **out, size_t *len);
+/* The message alone (no envelope) of `kind` in `api_version`. */
+int kl_proto_msg_decode(const char *api_version, const char *kind, const void *msg, size_t len,
+                        json_object **out);
+int kl_proto_msg_encode(const char *api_version, const char *kind, const json_object *obj,
+                        char **out, size_t *len);
+/*
+ * A JSON watch stream (lines of {"type":..,"object":..}) as protobuf frames:
+ * each a 4-byte big-endian length and a bare metav1.WatchEvent{type = 1,
+ * object = 2 RawExtension{raw = 1}} whose raw is the object's envelope, as
+ * kube-apiserver's raw stream serializer writes them. -ENOTSUP for an
+ * object without tables.
+ */
+int kl_proto_watch_frames(const char *lines, size_t len, char **out, size_t *out_len);
+/* One frame's WatchEvent: its type (caller frees) and decoded object. */
+int kl_proto_watch_event_decode(const void *msg, size_t len, char **type, json_object **obj);
+/* True when kube-apiserver's negotiation of `accept` picks the protobuf
+ * encoding (before JSON, without a conversion such as as=Table). */
+bool kl_proto_accepts(const char *accept);
+/* True when there are tables for this apiVersion and kind. */
+bool kl_proto_known(const char *api_version, const char *kind);
+
+/*
+ * The field tables, generated into proto_tables.c by gen-proto-tables.py
+ * from Kubernetes' generated.proto files and the Go structs beside them.
+ */
+enum {
+    KL_PB_STRING = 1,
+    KL_PB_BYTES, /* base64 in JSON */
+    KL_PB_BOOL,
+    KL_PB_INT32,
+    KL_PB_INT64,
+    KL_PB_MSG,       /* kl_pb_msgs[msg] */
+    KL_PB_TIME,      /* metav1.Time {seconds = 1, nanos = 2}: RFC 3339 seconds */
+    KL_PB_MICROTIME, /* the same message: RFC 3339 with 6 fractional digits */
+    KL_PB_QUANTITY,  /* resource.Quantity {string = 1}: its string */
+    KL_PB_INTORSTR,  /* intstr.IntOrString {type = 1, intVal = 2, strVal = 3} */
+    KL_PB_RAWEXT,    /* runtime.RawExtension {raw = 1}: raw JSON */
+    KL_PB_FIELDSV1,  /* metav1.FieldsV1 {Raw = 1}: raw JSON */
+};
+enum {
+    KL_PBF_REPEATED = 1,
+    KL_PBF_MAP = 2,       /* map<string, kind>: entries {key = 1, value = 2} */
+    KL_PBF_PTR = 4,       /* a Go pointer: on the wire only when set */
+    KL_PBF_OMITEMPTY = 8, /* json:",omitempty" */
+    KL_PBF_INLINE = 16,   /* json:",inline": the message's fields sit in the parent */
+    KL_PBF_OMITZERO = 32, /* json:",omitzero" */
+    KL_PBF_GONE = 64,     /* removed in the newest source: written only when the JSON has it */
+};
+typedef struct kl_pb_field {
+    uint32_t num;
+    uint16_t msg; /* KL_PB_MSG */
+    uint8_t kind;
+    uint8_t flags;
+    const char *json; /* the JSON member ("" for an inline field) */
+} kl_pb_field;
+typedef struct kl_pb_msg {
+    const char *name;
+    uint16_t first; /* its fields: kl_pb_fields[first .. first + n), by number */
+    uint16_t n;
+    uint16_t order; /* kl_pb_order[order .. order + n): Go declaration order */
+} kl_pb_msg;
+typedef struct kl_pb_root {
+    const char *api_version; /* NULL: any (the meta.k8s.io kinds) */
+    const char *kind;
+    uint16_t msg;
+} kl_pb_root;
+extern const kl_pb_field kl_pb_fields[];
+extern const uint8_t kl_pb_order[];
+extern const kl_pb_msg kl_pb_msgs[];
+extern const size_t kl_pb_n_msgs;
+extern const kl_pb_root kl_pb_roots[];
+extern const size_t kl_pb_n_roots;
+
+/* Shared by the proto*.c files. */
+const kl_pb_msg *kl_pb_root_msg(const char *api_version, const char *kind);
+/* RFC 3339 text <-> Unix seconds and nanoseconds (years 0..9999). */
+int kl_pb_time_parse(const char *s, int64_t *secs, int32_t *nanos);
+int kl_pb_time_format(int64_t secs, int32_t nanos, bool micro, char *buf, size_t len);
+/* Standard base64 with padding (what encoding/json does with []byte). */
+char *kl_pb_base64(const uint8_t *p, size_t len, size_t *out_len);
+int kl_pb_unbase64(const char *s, size_t len, uint8_t **out, size_t *out_len);
 
 /* ---- shape: JSON types of request bodies ------------------------------------ */
 
@@ -218,6 +305,14 @@ char *kl_label_value_msgs(const char *s);
 /* Fills server-side defaults of `t` into a new object (StorageClass
  * reclaimPolicy, CSIDriver attachRequired, PV volumeMode, ...). */
 void kl_apply_defaults(const kl_type *t, json_object *obj);
+/* Adds what kube-apiserver's decoding into Go structs adds (gozero.c): the
+ * members that are not omitempty (Node spec and nodeInfo, Event eventTime,
+ * CSINode topologyKeys, condition times, ...) and the Node allocatable
+ * default. Run on every stored state, /status writes included. */
+void kl_go_fill(const kl_type *t, json_object *obj);
+/* The Lease, core Event and Secret rules (validate_core.c); `old` is NULL
+ * on create. Called by kl_validate_create and kl_validate_update. */
+void kl_validate_core(const kl_type *t, const json_object *old, const json_object *obj, kl_errs *e);
 /* Validates a new object (metadata and the per-type rules the sidecars'
  * correctness depends on); adds causes to `errs`. */
 void kl_validate_create(const kl_type *t, const json_object *obj, kl_errs *errs);

@@ -396,17 +396,36 @@ static int jp_pointer_field(const json_object *op, size_t i, const char *opname,
     jptr p;
 
     if (!json_object_object_get_ex(op, field, &v) || !json_object_is_type(v, json_type_string))
-        return util_err_set(-EINVAL, "json patch operation %zu (%s): missing \"%s\" string", i,
+        return util_err_set(-ECANCELED, "json patch operation %zu (%s): missing \"%s\" string", i,
                             opname, field);
     *out = json_object_get_string(v);
     if (*out == NULL || jptr_parse(*out, &p) != 0)
-        return util_err_set(-EINVAL, "json patch operation %zu (%s): invalid JSON pointer \"%s\"",
-                            i, opname, *out);
+        return util_err_set(-ECANCELED,
+                            "json patch operation %zu (%s): invalid JSON pointer \"%s\"", i, opname,
+                            *out);
     jptr_free(&p);
     return 0;
 }
 
-/* Reads one operation; -EINVAL when it is malformed. */
+/* The JSON type as Go's "cannot unmarshal" errors name it. */
+static const char *go_json_type(const json_object *v)
+{
+    switch (json_object_get_type(v)) {
+    case json_type_object:
+        return "object";
+    case json_type_array:
+        return "array";
+    case json_type_string:
+        return "string";
+    case json_type_boolean:
+        return "bool";
+    default:
+        return "number";
+    }
+}
+
+/* Reads one operation; -EINVAL when it is malformed (400), -ECANCELED when
+ * it cannot be applied (422). */
 static int jp_decode(const json_object *op, size_t i, jp_op *o)
 {
     static const char *const names[] = {"add", "remove", "replace", "move", "copy", "test"};
@@ -414,16 +433,22 @@ static int jp_decode(const json_object *op, size_t i, jp_op *o)
     size_t k;
 
     memset(o, 0, sizeof(*o));
-    if (!is_obj(op))
-        return util_err_set(-EINVAL, "json patch operation %zu is not an object", i);
+    /* As kube-apiserver's json-patch: only an element that does not decode
+     * into an operation map is a malformed patch (400, in Go's words);
+     * everything else fails when applied (-ECANCELED: 422). */
+    if (op != NULL && !is_obj(op))
+        return util_err_set(-EINVAL,
+                            "json: cannot unmarshal %s into Go value of type "
+                            "jsonpatch.Operation",
+                            go_json_type(op));
     if (!json_object_object_get_ex(op, "op", &v) || !json_object_is_type(v, json_type_string))
-        return util_err_set(-EINVAL, "json patch operation %zu: missing \"op\" string", i);
+        return util_err_set(-ECANCELED, "json patch operation %zu: missing \"op\" string", i);
     o->name = json_object_get_string(v);
     for (k = 0; k < sizeof(names) / sizeof(names[0]); k++)
         if (strcmp(o->name, names[k]) == 0)
             break;
     if (k == sizeof(names) / sizeof(names[0]))
-        return util_err_set(-EINVAL, "json patch operation %zu: unknown op \"%s\"", i, o->name);
+        return util_err_set(-ECANCELED, "json patch operation %zu: unknown op \"%s\"", i, o->name);
     o->kind = (jp_kind)k;
 
     int rc = jp_pointer_field(op, i, o->name, "path", &o->path);
@@ -432,7 +457,7 @@ static int jp_decode(const json_object *op, size_t i, jp_op *o)
     if (rc == 0 && (o->kind == OP_ADD || o->kind == OP_REPLACE || o->kind == OP_TEST)) {
         /* Present-but-null is a value; only absence is an error. */
         if (!json_object_object_get_ex(op, "value", &v))
-            return util_err_set(-EINVAL, "json patch operation %zu (%s): missing \"value\"", i,
+            return util_err_set(-ECANCELED, "json patch operation %zu (%s): missing \"value\"", i,
                                 o->name);
         o->value = v;
     }
@@ -515,8 +540,15 @@ int kl_json_patch(const json_object *target, const json_object *patch, json_obje
     int rc = 0;
 
     *out = NULL;
+    if (patch == NULL) {
+        /* null decodes into an empty patch. */
+        *out = jcopy(target);
+        return 0;
+    }
     if (!is_arr(patch))
-        return util_err_set(-EINVAL, "json patch must be a JSON array of operations");
+        return util_err_set(-EINVAL,
+                            "json: cannot unmarshal %s into Go value of type jsonpatch.Patch",
+                            go_json_type(patch));
     size_t n = json_object_array_length(patch);
     jp_op *ops = util_calloc(n, sizeof(*ops));
     /* Decode everything first: a malformed patch is a 400 even when an
@@ -646,6 +678,70 @@ static void arr_dedupe(json_object *a)
     }
 }
 
+/* Index of `el` in list `a` (by merge key, or by value when key is NULL),
+ * skipping "$patch" directive entries; -1 when absent. */
+static long smp_index(const json_object *a, const json_object *el, const char *key)
+{
+    long k = 0;
+    for (size_t i = 0; i < json_object_array_length(a); i++) {
+        json_object *x = json_object_array_get_idx(a, i);
+        if (is_obj(x) && json_object_object_get_ex(x, DIR_PATCH, NULL))
+            continue;
+        if (key != NULL ? key_match(x, el, key) : jeq(x, el))
+            return k;
+        k++;
+    }
+    return -1;
+}
+
+/*
+ * The order apimachinery's mergeSlice leaves a merged list in
+ * (normalizeElementOrder): the elements the patch names, in the patch's
+ * order, interleaved with the server-only ones (in the original order);
+ * a patch element goes before a server-only one unless both were in the
+ * original and the server-only one came first. So a new element lands at the
+ * front, and an updated one keeps its place. Replaces *merged.
+ */
+static void smp_order(json_object **merged, const json_object *patch, const json_object *orig,
+                      const char *key)
+{
+    size_t n = json_object_array_length(*merged), np = 0, ns = 0;
+    json_object **pi = util_calloc(n + 1, sizeof(*pi)), **so = util_calloc(n + 1, sizeof(*so));
+    long *pidx = util_calloc(n + 1, sizeof(*pidx));
+    for (size_t i = 0; i < n; i++) {
+        json_object *el = json_object_array_get_idx(*merged, i);
+        long at = smp_index(patch, el, key);
+        if (at < 0) {
+            so[ns++] = el;
+            continue;
+        }
+        /* A stable insertion by the patch position. */
+        size_t j = np++;
+        while (j > 0 && pidx[j - 1] > at) {
+            pi[j] = pi[j - 1];
+            pidx[j] = pidx[j - 1];
+            j--;
+        }
+        pi[j] = el;
+        pidx[j] = at;
+    }
+    json_object *res = must(json_object_new_array());
+    size_t i = 0, j = 0;
+    while (i < ns || j < np) {
+        bool left = j >= np;
+        if (i < ns && j < np) {
+            long li = smp_index(orig, so[i], key), ri = smp_index(orig, pi[j], key);
+            left = li >= 0 && ri >= 0 && li < ri;
+        }
+        arr_add(res, json_object_get(left ? so[i++] : pi[j++]));
+    }
+    free(pi);
+    free(so);
+    free(pidx);
+    json_object_put(*merged);
+    *merged = res;
+}
+
 /*
  * Merges list patch into the owned `cur` (consumed, may be anything) for a
  * list named in the merge keys. Keyed lists: deletions first (every match,
@@ -678,6 +774,9 @@ static int smp_list(json_object *cur, const json_object *patch, const kl_merge_k
             if (!arr_contains(cur, e, json_object_array_length(cur)))
                 arr_add(cur, jcopy(e));
         }
+        /* Sets keep the union's order (new values last), which kubectl's
+         * suite (tests/kube-lite/test_kubectl.sh) pins; apimachinery would
+         * put new values first, as smp_order does for keyed lists. */
         *out = cur;
         return 0;
     }
@@ -691,6 +790,7 @@ static int smp_list(json_object *cur, const json_object *patch, const kl_merge_k
                 json_object_array_del_idx(cur, j, 1);
     }
 
+    json_object *orig = jcopy(cur);
     char *epath = util_asprintf("%s[]", path);
     for (size_t i = 0; i < n && rc == 0; i++) {
         json_object *e = json_object_array_get_idx(patch, i), *res = NULL;
@@ -716,6 +816,9 @@ static int smp_list(json_object *cur, const json_object *patch, const kl_merge_k
             json_object_array_del_idx(cur, j, 1);
     }
     free(epath);
+    if (rc == 0)
+        smp_order(&cur, patch, orig, mk->key);
+    json_object_put(orig);
     if (rc != 0) {
         json_object_put(cur);
         return rc;

@@ -219,6 +219,16 @@ static json_object *conflict(const kl_type *t, const char *name)
                       kl_type_qualified(t), name);
 }
 
+/* kube-apiserver's answer to a JSON patch that cannot be applied: a generic
+ * 422 (NewGenericServerResponse), whose details are present but empty. */
+static json_object *rejected(void)
+{
+    json_object *st = status_new(422, "Invalid", NULL, NULL,
+                                 "the server rejected our request due to an error in our request");
+    json_object_object_add(st, "details", json_object_new_object());
+    return st;
+}
+
 static json_object *invalid(const kl_type *t, const char *name, kl_errs *errs)
 {
     json_object *st = kl_errs_status(errs, t, name);
@@ -745,6 +755,27 @@ static bool parse_rv(const char *s, uint64_t *rv)
     return true;
 }
 
+/* 422 on the list options, as meta.k8s.io's ListOptions validation words it. */
+static json_object *list_options_invalid(const char *msg)
+{
+    static const kl_type list_options = {.group = "meta.k8s.io", .kind = "ListOptions"};
+    kl_errs *e = kl_errs_new();
+    kl_errs_add(e, KL_FORBIDDEN, "resourceVersionMatch", "%s", msg);
+    return invalid(&list_options, "", e);
+}
+
+/* 400 for a resourceVersion that is no number (storage's ParseResourceVersion). */
+static void bad_rv(kl_response *r, const char *rvs)
+{
+    char *q = kl_quote(rvs);
+    json_object *st = status_new(400, "BadRequest", NULL, NULL,
+                                 "invalid resource version: resourceVersion: Invalid value: %s: "
+                                 "strconv.ParseUint: parsing %s: invalid syntax",
+                                 q, q);
+    free(q);
+    set_body(r, 400, st);
+}
+
 /* The Table answer of a list or get: rows for `items`, the list's
  * resourceVersion and continue token in its metadata. */
 static void answer_table(kl_response *r, const kl_request *req, const kl_type *t, int version,
@@ -790,18 +821,15 @@ static void do_list(kl_api *a, const kl_request *req, const struct route *rt, kl
     uint64_t pinned = 0;
 
     if (match && *match && !(rvs && *rvs)) {
-        json_object *st =
-            status_new(422, "Invalid", NULL, NULL,
-                       "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: "
-                       "Forbidden: resourceVersionMatch is forbidden unless "
-                       "resourceVersion is provided");
-        set_body(r, 422, st);
+        set_body(r, 422,
+                 list_options_invalid("Forbidden: resourceVersionMatch is forbidden unless "
+                                      "resourceVersion is provided"));
         filter_clear(&f);
         return;
     }
     if (rvs && *rvs && strcmp(rvs, "0") != 0) {
         if (!parse_rv(rvs, &want)) {
-            fail(r, 400, "BadRequest", NULL, NULL, "invalid resource version");
+            bad_rv(r, rvs);
             filter_clear(&f);
             return;
         }
@@ -847,11 +875,23 @@ static void do_list(kl_api *a, const kl_request *req, const struct route *rt, kl
     for (size_t i = 0; i < n; i++)
         total += items[i]->len + 1;
     char *tok = NULL;
+    char remaining[64] = "";
     if (next) {
         char *raw = util_asprintf("%" PRIu64 "\n%s", rv, next);
         tok = hex_encode(raw);
         free(raw);
         total += strlen(tok);
+        /* etcd counts what is left, for unfiltered lists only. */
+        if (!f.ls && !f.fs) {
+            kl_obj **rest = NULL;
+            size_t n_rest = 0;
+            uint64_t rrv = 0;
+            char *rnext = NULL;
+            kl_store_list(a->store, rt->t, f.ns, next, 0, NULL, NULL, &rest, &n_rest, &rrv, &rnext);
+            kl_objs_free(rest, n_rest);
+            free(rnext);
+            snprintf(remaining, sizeof(remaining), ",\"remainingItemCount\":%zu", n_rest);
+        }
     }
     int table = kl_table_accept(req->accept);
     if (table) {
@@ -869,15 +909,28 @@ static void do_list(kl_api *a, const kl_request *req, const struct route *rt, kl
     int off = snprintf(
         buf, total,
         "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{\"resourceVersion\":\"%" PRIu64
-        "\"%s%s%s},\"items\":[",
+        "\"%s%s%s%s},\"items\":[",
         rt->t->list_kind, kl_type_api_version(rt->t), rv, tok ? ",\"continue\":\"" : "",
-        tok ? tok : "", tok ? "\"" : "");
+        tok ? tok : "", tok ? "\"" : "", remaining);
     size_t pos = (size_t)off;
+    /* Items of built-in lists go without kind and apiVersion (the list's
+     * kind names them), as kube-apiserver encodes typed lists; custom
+     * resources keep them. Stored objects start with both (kind_first). */
+    char head[256];
+    int hl = snprintf(head, sizeof(head), "{\"kind\":\"%s\",\"apiVersion\":\"%s\",", rt->t->kind,
+                      kl_type_api_version(rt->t));
     for (size_t i = 0; i < n; i++) {
         if (i)
             buf[pos++] = ',';
-        memcpy(buf + pos, items[i]->json, items[i]->len);
-        pos += items[i]->len;
+        const char *js = items[i]->json;
+        size_t len = items[i]->len;
+        if (!rt->t->custom && hl > 0 && len > (size_t)hl && memcmp(js, head, (size_t)hl) == 0) {
+            buf[pos++] = '{';
+            js += hl;
+            len -= (size_t)hl;
+        }
+        memcpy(buf + pos, js, len);
+        pos += len;
     }
     memcpy(buf + pos, "]}\n", 4);
     pos += 3;
@@ -922,6 +975,7 @@ struct kl_stream {
     int table;        /* KL_TABLE_*: events carry Tables (kubectl get -w) */
     int include;      /* KL_INCLUDE_* for the Table rows */
     bool sent_header; /* the column definitions went out with the first event */
+    bool proto;       /* protobuf frames (proto_answer), not JSON lines */
     bool bookmarks;
     bool expired;
     bool ended;
@@ -1035,15 +1089,21 @@ static void sb_bookmark(sbuf *b, const kl_type *t, uint64_t rv, bool initial_end
     sb_add(b, line, (size_t)n);
 }
 
-static void sb_expired(sbuf *b, uint64_t from, uint64_t now)
+static void sb_expired(sbuf *b, const kl_type *t, uint64_t from, uint64_t now)
 {
-    char line[512];
-    int n =
-        snprintf(line, sizeof(line),
-                 "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\","
-                 "\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource version: "
-                 "%" PRIu64 " (%" PRIu64 ")\",\"reason\":\"Expired\",\"code\":410}}\n",
-                 from, now);
+    char line[512], msg[128];
+    /* kube-apiserver watches Events straight from etcd (their watch cache
+     * is off by default), which words the 410 its own way. */
+    if (strcmp(t->resource, "events") == 0)
+        snprintf(msg, sizeof(msg), "The resourceVersion for the provided watch is too old.");
+    else
+        snprintf(msg, sizeof(msg), "too old resource version: %" PRIu64 " (%" PRIu64 ")", from,
+                 now);
+    int n = snprintf(line, sizeof(line),
+                     "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\","
+                     "\"metadata\":{},\"status\":\"Failure\",\"message\":\"%s\",\"reason\":"
+                     "\"Expired\",\"code\":410}}\n",
+                     msg);
     sb_add(b, line, (size_t)n);
 }
 
@@ -1055,7 +1115,7 @@ int kl_stream_next(kl_stream *st, char **buf, size_t *len)
         return -1;
     sbuf b = {0};
     if (st->expired) {
-        sb_expired(&b, st->from, kl_store_rv(st->a->store));
+        sb_expired(&b, st->t, st->from, kl_store_rv(st->a->store));
         st->ended = true;
         goto out;
     }
@@ -1080,7 +1140,7 @@ int kl_stream_next(kl_stream *st, char **buf, size_t *len)
     for (;;) {
         int n = kl_watch_next(st->w, ev, 64);
         if (n < 0) {
-            sb_expired(&b, kl_watch_cursor(st->w), kl_store_rv(st->a->store));
+            sb_expired(&b, st->t, kl_watch_cursor(st->w), kl_store_rv(st->a->store));
             st->ended = true;
             goto out;
         }
@@ -1106,6 +1166,19 @@ int kl_stream_next(kl_stream *st, char **buf, size_t *len)
 out:
     if (!b.len)
         return 0;
+    if (st->proto) {
+        char *pb = NULL;
+        size_t n = 0;
+        int rc = kl_proto_watch_frames(b.p, b.len, &pb, &n);
+        free(b.p);
+        if (rc < 0) {
+            obs_error("watch %s: %s", st->t->resource, util_err_last());
+            st->ended = true;
+            return -1;
+        }
+        b.p = pb;
+        b.len = n;
+    }
     *buf = b.p;
     *len = b.len;
     return 1;
@@ -1127,29 +1200,23 @@ static void do_watch(kl_api *a, const kl_request *req, const struct route *rt, k
     bool initial = query_true(req, "sendInitialEvents");
     const char *match = query(req, "resourceVersionMatch");
     if (match && *match && !initial) {
-        json_object *s =
-            status_new(422, "Invalid", NULL, NULL,
-                       "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: "
-                       "Forbidden: resourceVersionMatch is forbidden for watch unless "
-                       "sendInitialEvents is provided");
-        set_body(r, 422, s);
+        set_body(r, 422,
+                 list_options_invalid("Forbidden: resourceVersionMatch is forbidden for watch "
+                                      "unless sendInitialEvents is provided"));
         kl_stream_free(st);
         return;
     }
     if (initial && (!match || strcmp(match, "NotOlderThan") != 0)) {
-        json_object *s =
-            status_new(422, "Invalid", NULL, NULL,
-                       "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: "
-                       "Forbidden: sendInitialEvents requires setting "
-                       "resourceVersionMatch to NotOlderThan");
-        set_body(r, 422, s);
+        set_body(r, 422,
+                 list_options_invalid("Forbidden: sendInitialEvents requires setting "
+                                      "resourceVersionMatch to NotOlderThan"));
         kl_stream_free(st);
         return;
     }
     uint64_t from = 0;
     bool synthetic = !rvs || !*rvs || strcmp(rvs, "0") == 0 || initial;
     if (!synthetic && !parse_rv(rvs, &from)) {
-        fail(r, 400, "BadRequest", NULL, NULL, "invalid resource version");
+        bad_rv(r, rvs);
         kl_stream_free(st);
         return;
     }
@@ -1210,7 +1277,9 @@ struct write_ctx {
     bool status_only;
     bool dry_run;
     int ok_code;
-    bool removed; /* the object is gone (not just marked for deletion) */
+    bool removed;      /* the object is gone (not just marked for deletion) */
+    json_object *last; /* update/patch that removed it: the answer (the new state) */
+    bool may_expand;   /* PVC: its class allows volume expansion */
 };
 
 static bool has_finalizers(const json_object *obj)
@@ -1283,9 +1352,32 @@ static void mut_error(kl_mut *m, json_object *status)
     m->status = status;
 }
 
+/*
+ * kind and apiVersion first, as kube-apiserver's encoding writes them: list
+ * answers then drop them from items (do_list) by skipping that prefix of
+ * the stored text.
+ */
+static json_object *kind_first(json_object *obj)
+{
+    json_object *res = json_object_new_object();
+    json_object *v = NULL;
+    if (json_object_object_get_ex(obj, "kind", &v))
+        json_object_object_add(res, "kind", json_object_get(v));
+    if (json_object_object_get_ex(obj, "apiVersion", &v))
+        json_object_object_add(res, "apiVersion", json_object_get(v));
+    json_object_object_foreach(obj, key, val)
+    {
+        if (strcmp(key, "kind") != 0 && strcmp(key, "apiVersion") != 0)
+            json_object_object_add(res, key, json_object_get(val));
+    }
+    json_object_put(obj);
+    return res;
+}
+
 /* Dry runs answer with what would have been stored, and store nothing. */
 static void mut_put(struct write_ctx *c, kl_mut *m, json_object *obj)
 {
+    obj = kind_first(obj);
     if (c->dry_run) {
         m->kind = KL_MUT_ERROR;
         m->code = c->ok_code;
@@ -1294,6 +1386,18 @@ static void mut_put(struct write_ctx *c, kl_mut *m, json_object *obj)
     }
     m->kind = KL_MUT_PUT;
     m->obj = obj;
+}
+
+/* True when an update raises a claim's requested storage. */
+static bool pvc_grows(const kl_type *t, const json_object *old, const json_object *obj)
+{
+    if (t->group[0] || strcmp(t->resource, "persistentvolumeclaims") != 0)
+        return false;
+    const char *o = kobj_path_str(old, "spec.resources.requests.storage");
+    const char *n = kobj_path_str(obj, "spec.resources.requests.storage");
+    int64_t ov = 0, nv = 0;
+    return o && n && util_quantity_parse(o, &ov) == 0 && util_quantity_parse(n, &nv) == 0 &&
+           nv > ov;
 }
 
 /*
@@ -1374,9 +1478,22 @@ static void finish_update(struct write_ctx *c, const kl_obj *cur, json_object *o
         return;
     }
     kl_errs_free(errs);
+    if (!c->status_only && !c->may_expand && pvc_grows(t, old, obj)) {
+        /* The PersistentVolumeClaimResize admission, after validation. */
+        json_object_put(obj);
+        mut_error(m, status_new(403, "Forbidden", t, c->name,
+                                "%s \"%s\" is forbidden: only dynamically provisioned pvc can be "
+                                "resized and the storageclass that provisions the pvc must "
+                                "support resize",
+                                kl_type_qualified(t), c->name));
+        return;
+    }
+    kl_go_fill(t, obj);
 
     if (kobj_str(old_meta, "deletionTimestamp") && !has_finalizers(obj)) {
-        json_object_put(obj);
+        /* Answered with the state the update asked for; watchers see the
+         * last stored one deleted (store.go deleteWithoutFinalizers). */
+        c->last = kind_first(obj);
         if (c->dry_run) {
             m->kind = KL_MUT_NOOP;
             return;
@@ -1426,8 +1543,7 @@ static void mutate_patch(void *ud, const kl_obj *cur, kl_mut *m)
         break;
     }
     if (rc == -ECANCELED) {
-        mut_error(m, status_new(422, "Invalid", NULL, NULL,
-                                "the server rejected our request due to an error in our request"));
+        mut_error(m, rejected());
         return;
     }
     if (rc < 0) {
@@ -1436,8 +1552,7 @@ static void mutate_patch(void *ud, const kl_obj *cur, kl_mut *m)
     }
     if (!json_object_is_type(out, json_type_object)) {
         json_object_put(out);
-        mut_error(m, status_new(422, "Invalid", NULL, NULL,
-                                "the server rejected our request due to an error in our request"));
+        mut_error(m, rejected());
         return;
     }
     if (kl_check_shape(c->t, out) < 0) {
@@ -1514,6 +1629,7 @@ static json_object *prepare_create(struct write_ctx *c, json_object *obj, const 
     if (kl_errs_count(errs))
         return invalid(t, name, errs);
     kl_errs_free(errs);
+    kl_go_fill(t, obj);
     return NULL;
 }
 
@@ -1561,10 +1677,9 @@ static void answer_write(kl_response *r, kl_mut_kind kind, kl_obj *res, int code
 
 static json_object *parse_body(const kl_request *req, kl_response *r, const kl_type *t)
 {
-    /* Protobuf for the kinds kubectl's generator commands send; other kinds
-     * get 415, on which client-go falls back to JSON. */
-    if (req->content_type &&
-        util_has_prefix(req->content_type, "application/vnd.kubernetes.protobuf")) {
+    /* Protobuf for every built-in kind; custom resources get 415, as
+     * kube-apiserver's CRD endpoints accept JSON and YAML only. */
+    if (req->content_type && util_has_prefix(req->content_type, KL_PROTO_TYPE)) {
         json_object *obj = NULL;
         char *apiv =
             t ? util_asprintf("%s%s%s", t->group, t->group[0] ? "/" : "", t->version) : NULL;
@@ -1658,6 +1773,17 @@ static void default_storage_class(kl_api *a, json_object *pvc)
     free(best_ts);
 }
 
+/* The Go package of a group's internal types (pkg/apis/<pkg>), as
+ * conversion errors name them. */
+static const char *internal_pkg(const kl_type *t, char *buf, size_t len)
+{
+    if (!t->group[0] || strcmp(t->group, "events.k8s.io") == 0)
+        return "core";
+    const char *dot = strchr(t->group, '.');
+    snprintf(buf, len, "%.*s", dot ? (int)(dot - t->group) : (int)strlen(t->group), t->group);
+    return buf;
+}
+
 static void do_create(kl_api *a, const kl_request *req, const struct route *rt, kl_response *r)
 {
     const kl_type *t = rt->t;
@@ -1683,9 +1809,20 @@ static void do_create(kl_api *a, const kl_request *req, const struct route *rt, 
                                      apiv ? apiv : "", kl_type_api_version(t));
         if (kind && strcmp(kind, t->kind) != 0) {
             json_object_put(st);
-            st = status_new(400, "BadRequest", NULL, NULL,
-                            "the kind in the data (%s) does not match the expected kind (%s)", kind,
-                            t->kind);
+            const kl_type *other = kl_type_by_kind(t->group, kind);
+            char pkg[64];
+            if (other && !t->custom && (!apiv || strcmp(apiv, kl_type_api_version(t)) == 0))
+                /* Another kind of the same group version: the scheme has it,
+                 * and converting it into the endpoint's type fails. */
+                st = status_new(400, "BadRequest", NULL, NULL,
+                                "%s in version \"%s\" cannot be handled as a %s: converting "
+                                "(%s.%s) to (%s.%s): unknown conversion",
+                                kind, t->version, t->kind, t->version, kind,
+                                internal_pkg(t, pkg, sizeof(pkg)), t->kind);
+            else
+                st = status_new(400, "BadRequest", NULL, NULL,
+                                "the kind in the data (%s) does not match the expected kind (%s)",
+                                kind, t->kind);
         }
         set_body(r, 400, st);
         json_object_put(obj);
@@ -1862,6 +1999,52 @@ static void do_token_request(kl_api *a, const kl_request *req, const struct rout
     set_body(r, 201, ans);
 }
 
+/* Whether the claim at `rt` belongs to a class with allowVolumeExpansion
+ * (read before the write: the store's lock is not reentrant; the class name
+ * of a claim is immutable). */
+static bool may_expand(kl_api *a, const struct route *rt)
+{
+    if (rt->t->group[0] || strcmp(rt->t->resource, "persistentvolumeclaims") != 0)
+        return false;
+    kl_obj *o = kl_store_get(a->store, rt->t, rt->ns, rt->name);
+    json_object *pvc = o ? kl_obj_tree(o) : NULL;
+    kl_obj_unref(o);
+    const char *cls = kobj_path_str(pvc, "spec.storageClassName");
+    const kl_type *sct = kl_type_find("storage.k8s.io", "v1", "storageclasses");
+    kl_obj *so = cls && *cls ? kl_store_get(a->store, sct, NULL, cls) : NULL;
+    json_object *sc = so ? kl_obj_tree(so) : NULL;
+    kl_obj_unref(so);
+    bool ok = false;
+    json_object *allow = NULL;
+    if (sc && json_object_object_get_ex(sc, "allowVolumeExpansion", &allow))
+        ok = json_object_get_boolean(allow);
+    json_object_put(sc);
+    json_object_put(pvc);
+    return ok;
+}
+
+/* The answer of an update or patch; `c->last` when it removed the object
+ * (the state asked for, under the deletion's resourceVersion). */
+static void answer_update(kl_response *r, struct write_ctx *c, kl_mut_kind k, kl_obj *res, int code,
+                          json_object *status)
+{
+    if (c->last && k != KL_MUT_ERROR) {
+        json_object *meta = meta_of(c->last);
+        if (res) {
+            char rv[32];
+            snprintf(rv, sizeof(rv), "%" PRIu64, res->rv);
+            json_object_object_add(meta, "resourceVersion", json_object_new_string(rv));
+            kl_obj_unref(res);
+        }
+        set_body(r, 200, c->last);
+        c->last = NULL;
+        return;
+    }
+    json_object_put(c->last);
+    c->last = NULL;
+    answer_write(r, k, res, code, status, 200);
+}
+
 static void do_update(kl_api *a, const kl_request *req, const struct route *rt, kl_response *r)
 {
     json_object *obj = parse_body(req, r, rt->t);
@@ -1883,13 +2066,14 @@ static void do_update(kl_api *a, const kl_request *req, const struct route *rt, 
                           .body = obj,
                           .status_only = strcmp(rt->sub, "status") == 0,
                           .ok_code = 200,
-                          .dry_run = query(req, "dryRun") != NULL};
+                          .dry_run = query(req, "dryRun") != NULL,
+                          .may_expand = may_expand(a, rt)};
     kl_obj *res = NULL;
     int code = 0;
     json_object *status = NULL;
     kl_mut_kind k =
         kl_store_mutate(a->store, rt->t, rt->ns, rt->name, mutate_update, &c, &res, &code, &status);
-    answer_write(r, k, res, code, status, 200);
+    answer_update(r, &c, k, res, code, status);
     json_object_put(obj);
 }
 
@@ -1905,16 +2089,20 @@ static void do_patch(kl_api *a, const kl_request *req, const struct route *rt, k
         pt = PATCH_STRATEGIC;
     else if (util_has_prefix(ct, "application/apply-patch+yaml"))
         pt = PATCH_APPLY;
+    if (pt == PATCH_NONE && !rt->t->custom) {
+        /* Built-in routes are go-restful's, which refuses the content type
+         * itself (its text, in a generic Status with empty details). */
+        json_object *st =
+            status_new(415, "UnsupportedMediaType", NULL, NULL, "415: Unsupported Media Type");
+        json_object_object_add(st, "details", json_object_new_object());
+        set_body(r, 415, st);
+        return;
+    }
     if (pt == PATCH_NONE) {
         fail(r, 415, "UnsupportedMediaType", NULL, NULL,
-             rt->t->custom ? "the body of the request was in an unknown format - accepted media "
-                             "types include: application/json-patch+json, "
-                             "application/merge-patch+json, application/apply-patch+yaml"
-                           : "the body of the request was in an unknown format - accepted media "
-                             "types include: application/json-patch+json, "
-                             "application/merge-patch+json, "
-                             "application/strategic-merge-patch+json, "
-                             "application/apply-patch+yaml");
+             "the body of the request was in an unknown format - accepted media types include: "
+             "application/json-patch+json, application/merge-patch+json, "
+             "application/apply-patch+yaml");
         return;
     }
     json_object *patch = parse_body(req, r, rt->t);
@@ -1928,7 +2116,8 @@ static void do_patch(kl_api *a, const kl_request *req, const struct route *rt, k
                           .patch = pt,
                           .status_only = strcmp(rt->sub, "status") == 0,
                           .ok_code = 200,
-                          .dry_run = query(req, "dryRun") != NULL};
+                          .dry_run = query(req, "dryRun") != NULL,
+                          .may_expand = may_expand(a, rt)};
     kl_obj *res = NULL;
     int code = 0;
     json_object *status = NULL;
@@ -1944,7 +2133,7 @@ static void do_patch(kl_api *a, const kl_request *req, const struct route *rt, k
         json_object_put(patch);
         return;
     }
-    answer_write(r, k, res, code, status, 200);
+    answer_update(r, &c, k, res, code, status);
     json_object_put(patch);
 }
 
@@ -2047,8 +2236,20 @@ static void read_delete_opts(const kl_request *req, json_object **holder, struct
 {
     memset(o, 0, sizeof(*o));
     *holder = NULL;
-    if (req->body && req->body_len)
+    if (req->body && req->body_len && req->content_type &&
+        util_has_prefix(req->content_type, KL_PROTO_TYPE)) {
+        /* client-go sends DeleteOptions typed with the endpoint's version
+         * or meta.k8s.io/v1; anything else is no DeleteOptions (400). */
+        int rc =
+            kl_proto_decode(req->body, req->body_len, "meta.k8s.io/v1", "DeleteOptions", holder);
+        const char *kind = rc == 0 ? kobj_str(*holder, "kind") : NULL;
+        if (rc == 0 && (!kind || strcmp(kind, "DeleteOptions") != 0)) {
+            json_object_put(*holder);
+            *holder = NULL;
+        }
+    } else if (req->body && req->body_len) {
         *holder = json_tokener_parse(req->body);
+    }
     json_object *pre = kobj_obj(*holder, "preconditions");
     o->uid = kobj_str(pre, "uid");
     o->rv = kobj_str(pre, "resourceVersion");
@@ -2253,6 +2454,43 @@ static const char *verb_of(const kl_request *req, const struct route *rt)
 
 static void handle_as(kl_api *a, const kl_request *req, kl_response *r, const kl_user *u);
 
+/*
+ * The protobuf answer, when the Accept header prefers it (client-go with
+ * ContentType protobuf): objects, lists and watch events of built-in types,
+ * and the Status of any resource path (kube-apiserver encodes errors with
+ * every serializer, while custom resources' objects stay JSON: their
+ * endpoints do not offer protobuf). Discovery and OpenAPI stay JSON, which
+ * clients read by the Content-Type. Handlers build JSON as always; it is
+ * re-encoded here.
+ */
+static void proto_answer(const kl_request *req, kl_response *r)
+{
+    struct route rt;
+    if (!kl_proto_accepts(req->accept) || parse_route(req->path, &rt) != 1)
+        return;
+    if (r->stream) {
+        if (!rt.t->custom && !r->stream->table) {
+            r->stream->proto = true;
+            r->content_type = KL_PROTO_WATCH_TYPE;
+        }
+        return;
+    }
+    if (!r->body || !r->content_type || strcmp(r->content_type, "application/json") != 0)
+        return;
+    json_object *obj = kobj_parse_text(r->body, r->len);
+    const char *kind = kobj_str(obj, "kind");
+    char *pb = NULL;
+    size_t len = 0;
+    if (kind && (!rt.t->custom || strcmp(kind, "Status") == 0) &&
+        kl_proto_encode(obj, &pb, &len) == 0) {
+        free(r->body);
+        r->body = pb;
+        r->len = len;
+        r->content_type = KL_PROTO_TYPE;
+    }
+    json_object_put(obj);
+}
+
 void kl_api_handle(kl_api *a, const kl_request *req, kl_response *r)
 {
     memset(r, 0, sizeof(*r));
@@ -2264,6 +2502,7 @@ void kl_api_handle(kl_api *a, const kl_request *req, kl_response *r)
     if (u)
         handle_as(a, req, r, u);
     sa_ident_clear(&sa);
+    proto_answer(req, r);
 }
 
 static void handle_as(kl_api *a, const kl_request *req, kl_response *r, const kl_user *u)

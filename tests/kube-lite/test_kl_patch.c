@@ -361,24 +361,27 @@ static const row json_rows[] = {
     {"document replaced by null", "{'a':1}", "[{'op':'replace','path':'','value':null}]", "null",
      0},
     {"path through null", "{'a':null}", "[{'op':'add','path':'/a/b','value':1}]", NULL, -ECANCELED},
-    /* malformed: 400 */
+    /* malformed: 400 (only what does not decode into operation maps, as
+     * kube-apiserver's json-patch library decodes the patch) */
     {"patch is an object", "{}", "{'op':'add','path':'/a','value':1}", NULL, -EINVAL},
     {"operation is not an object", "{}", "[1]", NULL, -EINVAL},
-    {"unknown op", "{}", "[{'op':'frob','path':'/a'}]", NULL, -EINVAL},
-    {"missing op", "{}", "[{'path':'/a','value':1}]", NULL, -EINVAL},
-    {"op not a string", "{}", "[{'op':1,'path':'/a','value':1}]", NULL, -EINVAL},
-    {"missing path", "{}", "[{'op':'add','value':1}]", NULL, -EINVAL},
-    {"path not a string", "{}", "[{'op':'remove','path':1}]", NULL, -EINVAL},
-    {"path not a pointer", "{'a':1}", "[{'op':'remove','path':'a'}]", NULL, -EINVAL},
-    {"bad ~ escape", "{'a':1}", "[{'op':'remove','path':'/~2'}]", NULL, -EINVAL},
-    {"trailing ~", "{'a':1}", "[{'op':'remove','path':'/a~'}]", NULL, -EINVAL},
-    {"add without value", "{}", "[{'op':'add','path':'/a'}]", NULL, -EINVAL},
-    {"replace without value", "{'a':1}", "[{'op':'replace','path':'/a'}]", NULL, -EINVAL},
-    {"test without value", "{'a':1}", "[{'op':'test','path':'/a'}]", NULL, -EINVAL},
-    {"move without from", "{'a':1}", "[{'op':'move','path':'/b'}]", NULL, -EINVAL},
-    {"copy with bad from", "{'a':1}", "[{'op':'copy','from':'a','path':'/b'}]", NULL, -EINVAL},
-    {"malformed after a failing op is 400", "{}",
-     "[{'op':'test','path':'/x','value':1},{'op':'bogus','path':''}]", NULL, -EINVAL},
+    {"malformed after a failing op is 400", "{}", "[{'op':'test','path':'/x','value':1},2]", NULL,
+     -EINVAL},
+    {"null is an empty patch", "{'a':1}", "null", "{'a':1}", 0},
+    /* operations that fail when applied: 422, as the library finds out op by op */
+    {"unknown op", "{}", "[{'op':'frob','path':'/a'}]", NULL, -ECANCELED},
+    {"missing op", "{}", "[{'path':'/a','value':1}]", NULL, -ECANCELED},
+    {"op not a string", "{}", "[{'op':1,'path':'/a','value':1}]", NULL, -ECANCELED},
+    {"missing path", "{}", "[{'op':'add','value':1}]", NULL, -ECANCELED},
+    {"path not a string", "{}", "[{'op':'remove','path':1}]", NULL, -ECANCELED},
+    {"path not a pointer", "{'a':1}", "[{'op':'remove','path':'a'}]", NULL, -ECANCELED},
+    {"bad ~ escape", "{'a':1}", "[{'op':'remove','path':'/~2'}]", NULL, -ECANCELED},
+    {"trailing ~", "{'a':1}", "[{'op':'remove','path':'/a~'}]", NULL, -ECANCELED},
+    {"add without value", "{}", "[{'op':'add','path':'/a'}]", NULL, -ECANCELED},
+    {"replace without value", "{'a':1}", "[{'op':'replace','path':'/a'}]", NULL, -ECANCELED},
+    {"test without value", "{'a':1}", "[{'op':'test','path':'/a'}]", NULL, -ECANCELED},
+    {"move without from", "{'a':1}", "[{'op':'move','path':'/b'}]", NULL, -ECANCELED},
+    {"copy with bad from", "{'a':1}", "[{'op':'copy','from':'a','path':'/b'}]", NULL, -ECANCELED},
 };
 
 static void test_json_patch(void **state)
@@ -487,6 +490,17 @@ static const row smp_csinode_rows[] = {
     {"$deleteFromPrimitiveList with additions", "{'metadata':{'finalizers':['a','b']}}",
      "{'metadata':{'$deleteFromPrimitiveList/finalizers':['a'],'finalizers':['c']}}",
      "{'metadata':{'finalizers':['b','c']}}", 0},
+    /* apimachinery's normalizeElementOrder: what the patch names comes first
+     * unless the original had a server-only element before it. */
+    {"a new finalizer goes last (kept for kubectl's suite)", "{'metadata':{'finalizers':['a']}}",
+     "{'metadata':{'finalizers':['b']}}", "{'metadata':{'finalizers':['a','b']}}", 0},
+    {"a new keyed element goes first", "{'spec':{'drivers':[{'name':'a'}]}}",
+     "{'spec':{'drivers':[{'name':'c','nodeID':'n'}]}}",
+     "{'spec':{'drivers':[{'name':'c','nodeID':'n'},{'name':'a'}]}}", 0},
+    {"patch and server-only elements interleave",
+     "{'spec':{'drivers':[{'name':'a'},{'name':'b'},{'name':'c'}]}}",
+     "{'spec':{'drivers':[{'name':'d'},{'name':'b','v':1}]}}",
+     "{'spec':{'drivers':[{'name':'d'},{'name':'a'},{'name':'b','v':1},{'name':'c'}]}}", 0},
     {"primitive list $patch replace", "{'metadata':{'finalizers':['a','b']}}",
      "{'metadata':{'finalizers':[{'$patch':'replace'},'c']}}", "{'metadata':{'finalizers':['c']}}",
      0},
@@ -601,7 +615,7 @@ static const row smp_pod_rows[] = {
     {"new container keeps nested lists clean", "{'spec':{'containers':[{'name':'app'}]}}",
      "{'spec':{'containers':[{'name':'new','env':[{'$patch':'delete','name':'X'},"
      "{'name':'Y','value':'y'}]}]}}",
-     "{'spec':{'containers':[{'name':'app'},{'name':'new','env':[{'name':'Y','value':'y'}]}]}}", 0},
+     "{'spec':{'containers':[{'name':'new','env':[{'name':'Y','value':'y'}]},{'name':'app'}]}}", 0},
     {"ports merge by an integer key",
      "{'spec':{'containers':[{'name':'app','ports':[{'containerPort':80,'name':'http'}]}]}}",
      "{'spec':{'containers':[{'name':'app','ports':[{'containerPort':80.0,'protocol':'TCP'},"

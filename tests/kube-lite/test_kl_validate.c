@@ -601,7 +601,7 @@ static const vrow creates[] = {
      "VolumeAttachment.storage.k8s.io \"va1\" is invalid: spec.nodeName: Invalid value: "
      "\"\": " SUBDOMAIN_MSG,
      {"FieldValueInvalid|spec.nodeName|Invalid value: \"\": " SUBDOMAIN_MSG}},
-    {"an error message is at most 1024 bytes (stated as 1024)",
+    {"an error message is at most 1024 bytes (stated as 262144, as kube-apiserver words it)",
      "storage.k8s.io",
      "volumeattachments",
      NULL,
@@ -610,8 +610,8 @@ static const vrow creates[] = {
      false,
      long_attach_error,
      "VolumeAttachment.storage.k8s.io \"va1\" is invalid: status.detachError.message: Too long: "
-     "may not be more than 1024 bytes",
-     {"FieldValueTooLong|status.detachError.message|Too long: may not be more than 1024 bytes"}},
+     "may not be more than 262144 bytes",
+     {"FieldValueTooLong|status.detachError.message|Too long: may not be more than 262144 bytes"}},
     {"an error message of exactly 1024 bytes is fine",
      "storage.k8s.io",
      "volumeattachments",
@@ -1196,6 +1196,8 @@ static const vrow updates[] = {
       "Source:storage.VolumeAttachmentSource{PersistentVolumeName:(*string)(0xc000100000), "
       "InlineVolumeSpec:(*core.PersistentVolumeSpec)(nil)}, NodeName:\"n2\"}: field is "
       "immutable"}},
+    /* An update validates the VolumeAttachment twice (strategy.go's
+     * ValidateUpdate), so its status errors come twice; the message says it once. */
     {"a /status write keeps the error length rule",
      "storage.k8s.io",
      "volumeattachments",
@@ -1205,8 +1207,9 @@ static const vrow updates[] = {
      false,
      long_attach_error,
      "VolumeAttachment.storage.k8s.io \"va1\" is invalid: status.detachError.message: Too long: "
-     "may not be more than 1024 bytes",
-     {"FieldValueTooLong|status.detachError.message|Too long: may not be more than 1024 bytes"}},
+     "may not be more than 262144 bytes",
+     {"FieldValueTooLong|status.detachError.message|Too long: may not be more than 262144 bytes",
+      "FieldValueTooLong|status.detachError.message|Too long: may not be more than 262144 bytes"}},
     {"a /status write ignores spec changes",
      "storage.k8s.io",
      "volumeattachments",

@@ -3430,10 +3430,11 @@ static void test_protobuf_malformed_is_400_and_other_kinds_415(void **state)
     o = post_pb(cms(ns), pb_envelope("v1", "ConfigMap", &bad), &code);
     check_status(o, code, 400, "BadRequest", NULL);
     assert_non_null(strstr(JS(o, "message"), "ConfigMap.metadata: wire type 0"));
-    /* A kind kube-lite has no schema for: 415, so clients fall back to JSON. */
-    pbw sc = {.n = 0};
-    o = post_pb(STORAGE "/storageclasses", pb_envelope("storage.k8s.io/v1", "StorageClass", &sc),
-                &code);
+    /* A custom resource: 415, as kube-apiserver's CRD endpoints take JSON
+     * and YAML only (client-go then falls back to JSON). */
+    pbw vs = {.n = 0};
+    o = post_pb(fmt("/apis/snapshot.storage.k8s.io/v1/namespaces/%s/volumesnapshots", ns),
+                pb_envelope("snapshot.storage.k8s.io/v1", "VolumeSnapshot", &vs), &code);
     check_status(o, code, 415, "UnsupportedMediaType", NULL);
 }
 
