@@ -33,6 +33,10 @@
  *     is VmRSS, VmHWM (peak), RssAnon, and Private_Dirty from
  *     /proc/PID/smaps_rollup. Exits 1 when an operation did not complete or
  *     the driver is left with a publication; it asserts nothing about time.
+ *     --audit-log=F --audit-user=NAME: the counts come from the real
+ *     kube-apiserver's audit log F, the requests of user NAME (the
+ *     attacher's token) alone, instead of kube-lite's /metrics (see
+ *     bench_audit.h); the kubeconfig gives the server, CA and token.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -50,6 +54,7 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 
+#include "bench_audit.h"
 #include "kobj/kobj.h"
 #include "kube/kube.h"
 
@@ -68,6 +73,8 @@ static struct {
     int timeout_s;
     double qps;
     int burst;
+    const char *audit_log;  /* counts from this audit log instead of /metrics */
+    const char *audit_user; /* ... of this caller (the attacher) */
 } cfg = {.threads = 8, .timeout_s = 1800};
 
 static kube_config *kcfg;
@@ -220,9 +227,40 @@ static size_t to_text(char *p, size_t size, size_t n, void *ud)
     return size * n;
 }
 
+/* The real API server: the attacher's requests from the audit log,
+ * accumulated since the start of this program. */
+static struct audit_reader audit;
+static struct metrics audit_sum;
+
+static void audit_add(void *ud, const char *verb, const char *resource, int code)
+{
+    struct metrics *m = ud;
+    (void)code;
+    int k = 0;
+    while (k < m->n &&
+           !(strcmp(m->s[k].verb, verb) == 0 && strcmp(m->s[k].resource, resource) == 0))
+        k++;
+    if (k == m->n) {
+        if (m->n == MAX_SERIES)
+            return;
+        snprintf(m->s[k].verb, sizeof(m->s[k].verb), "%s", verb);
+        snprintf(m->s[k].resource, sizeof(m->s[k].resource), "%s", resource);
+        m->n++;
+    }
+    m->s[k].n++;
+}
+
 /* Request counts by verb and resource (codes summed). */
 static void metrics_get(struct metrics *m)
 {
+    if (cfg.audit_log) {
+        audit.path = cfg.audit_log;
+        audit.user = cfg.audit_user;
+        if (audit_read(&audit, audit_add, &audit_sum) < 0)
+            die("cannot read %s", cfg.audit_log);
+        *m = audit_sum;
+        return;
+    }
     memset(m, 0, sizeof(*m));
     char url[512];
     snprintf(url, sizeof(url), "%s/metrics", kube_config_server(kcfg));
@@ -303,7 +341,8 @@ static void usage_between(const struct metrics *a, const struct metrics *b, cons
             if (strcmp(a->s[j].verb, b->s[i].verb) == 0 &&
                 strcmp(a->s[j].resource, b->s[i].resource) == 0)
                 d -= a->s[j].n;
-        if (strcmp(b->s[i].verb, own_verb) == 0 && strcmp(b->s[i].resource, own_resource) == 0)
+        if (strcmp(b->s[i].verb, own_verb) == 0 && strcmp(b->s[i].resource, own_resource) == 0 &&
+            !cfg.audit_log) /* the audit log's counts are the attacher's alone */
             d -= own_n;
         if (d <= 0 || strcmp(b->s[i].verb, "FAULT") == 0)
             continue;
@@ -789,7 +828,7 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "usage: %s setup --kubeconfig=F --count=N --state-dir=DIR\n"
                 "       %s run --kubeconfig=F --count=N --att-pid=PID --state-dir=DIR --qps=Q "
-                "--burst=B [--threads=8] [--timeout=1800]\n",
+                "--burst=B [--threads=8] [--timeout=1800] [--audit-log=F --audit-user=NAME]\n",
                 argv[0], argv[0]);
         return 2;
     }
@@ -797,7 +836,9 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         double v = 0;
         if (str_arg(a, "--kubeconfig", &cfg.kubeconfig) ||
-            str_arg(a, "--state-dir", &cfg.state_dir) || num_arg(a, "--qps", &cfg.qps))
+            str_arg(a, "--state-dir", &cfg.state_dir) || num_arg(a, "--qps", &cfg.qps) ||
+            str_arg(a, "--audit-log", &cfg.audit_log) ||
+            str_arg(a, "--audit-user", &cfg.audit_user))
             continue;
         if (num_arg(a, "--count", &v))
             cfg.count = (int)v;

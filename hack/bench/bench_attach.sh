@@ -23,6 +23,13 @@
 #   2. a high budget --kube-api-qps=10000 --kube-api-burst=10000
 #      --worker-threads=HIGH_WORKERS (10, upstream's default: the attacher runs
 #      3 x that many workers) with N VAs: memory at N attached.
+# WORLD=kubernetes: the same cases against the real Kubernetes 1.20.2 control
+# plane of hack/kubernetes/cluster.sh (a fresh one per case; its
+# kube-controller-manager runs the attach-detach controller, which leaves
+# VolumeAttachments it did not create alone), over HTTPS with bearer tokens;
+# the request counts are the attacher's own, from kube-apiserver's audit log.
+# Nothing is skipped there.
+#   WORLD=kubernetes N_DEFAULT=20 B=build/bench hack/bench/bench_attach.sh 200
 # It asserts nothing about time; the only failures are correctness (an
 # operation not done, a publication left in the driver), which exit 1.
 set -euo pipefail
@@ -60,6 +67,7 @@ stop_all() {
   DRV_PID=
   stop "$KL_PID" kube-lite
   KL_PID=
+  stop_kubernetes
 }
 
 # shellcheck disable=SC2317 # called through the EXIT trap
@@ -96,8 +104,25 @@ start_driver() {
   exit 1
 }
 
+# start_world DIR: kube-lite, or the real control plane; sets URL, HELPER_KC
+# (the benchmark's kubeconfig) and AUDIT_ARGS (where the helper counts)
+AUDIT_ARGS=()
+start_world() {
+  if [ "$WORLD" = kubernetes ]; then
+    start_kubernetes "$1"
+    HELPER_KC=$1/admin.kubeconfig
+    AUDIT_ARGS=(--audit-log="$AUDIT" --audit-user="$SIDECAR_USER")
+  else
+    start_kube_lite "$1"
+    HELPER_KC=$1/kubeconfig
+    AUDIT_ARGS=()
+  fi
+}
+
 # start_attacher DIR FLAGS...: waits until it watches VolumeAttachments,
-# PVs and CSINodes (kube-lite counts the watch requests), then 1 s more.
+# PVs and CSINodes (kube-lite counts the watch requests; kube-apiserver logs
+# a watch when it ends: there its "attacher started" line, once its
+# informers synced), then 1 s more.
 start_attacher() {
   local d=$1
   shift
@@ -105,6 +130,18 @@ start_attacher() {
     2>"$d/attacher.log" &
   ATT_PID=$!
   local m
+  if [ "$WORLD" = kubernetes ]; then
+    for _ in $(seq 1 1200); do
+      if grep -q 'attacher started' "$d/attacher.log" 2>/dev/null; then
+        sleep 1
+        return 0
+      fi
+      kill -0 "$ATT_PID" 2>/dev/null || break
+      sleep 0.05
+    done
+    echo "the attacher did not start: $(tail -n 5 "$d/attacher.log")" >&2
+    exit 1
+  fi
   for _ in $(seq 1 600); do
     m=$(curl -s --max-time 5 "$URL/metrics")
     if [[ "$m" == *'verb="watch",resource="volumeattachments"'* &&
@@ -127,23 +164,24 @@ run_case() {
   local d
   d=$(mktemp -d "$tmp/case.XXXXXX")
   mkdir -p "$d/state"
-  echo "=== $title: $count VolumeAttachments per round; csi-attacher --kube-api-qps=$qps --kube-api-burst=$burst $*"
-  start_kube_lite "$d"
-  "$HELPER" setup --kubeconfig="$d/kubeconfig" --count="$count" --state-dir="$d/state" || status=1
+  echo "=== $title: $count VolumeAttachments per round; csi-attacher --kube-api-qps=$qps --kube-api-burst=$burst $* [$WORLD; load average $(load)]"
+  start_world "$d"
+  "$HELPER" setup --kubeconfig="$HELPER_KC" --count="$count" --state-dir="$d/state" || status=1
   start_driver "$d"
   start_attacher "$d" --kube-api-qps="$qps" --kube-api-burst="$burst" "$@"
-  if ! "$HELPER" run --kubeconfig="$d/kubeconfig" --count="$count" --att-pid="$ATT_PID" \
-    --state-dir="$d/state" --qps="$qps" --burst="$burst" --timeout=1800; then
+  if ! "$HELPER" run --kubeconfig="$HELPER_KC" --count="$count" --att-pid="$ATT_PID" \
+    --state-dir="$d/state" --qps="$qps" --burst="$burst" --timeout=1800 "${AUDIT_ARGS[@]}"; then
     status=1
     echo "  FAILED (see above); attacher log tail:"
     grep -v '^I' "$d/attacher.log" | tail -n 10 | sed 's/^/    /'
   fi
+  echo "  load average after the case: $(load)"
   stop_all
   rm -rf "$d"
 }
 
-echo "csi-attacher benchmark on $(nproc) cores ($(uname -m)); kube-lite, example driver," \
-  "attacher and load generator share them"
+echo "csi-attacher benchmark on $(nproc) cores ($(uname -m)); $WORLD, example driver," \
+  "attacher and load generator share them; load average $(load)"
 if [ "$RUNS" = all ] || [ "$RUNS" = default ]; then
   run_case "upstream default client budget (default worker threads; N=$N_DEFAULT to keep it short)" \
     "$N_DEFAULT" 5 10

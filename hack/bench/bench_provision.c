@@ -30,6 +30,12 @@
  *     are waited for), and there is no deletion phase (nobody would release
  *     the PVs).
  *
+ *     --cacert=CA --token=T: HTTPS with that CA and bearer token (the real
+ *     kube-apiserver of hack/kubernetes/cluster.sh); --audit-log=F
+ *     --audit-user=NAME: the request counts come from kube-apiserver's
+ *     audit log F, the requests of user NAME (the provisioner's token)
+ *     alone, instead of kube-lite's /metrics (see bench_audit.h).
+ *
  *   bench_provision fill --url=URL --count=N [--threads=8] [--fill-driver=NAME]
  *     Creates N PVCs and N PVs (~1 KB each), already bound, of driver NAME
  *     (default other.csi.example.com, another driver's objects a
@@ -53,6 +59,7 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 
+#include "bench_audit.h"
 #include "kobj/kobj.h"
 
 #define PVCS        "/api/v1/namespaces/default/persistentvolumeclaims"
@@ -71,6 +78,10 @@ static struct {
     bool no_binder;
     const char *driver;
     const char *fill_driver;
+    const char *cacert;     /* HTTPS: the API server's CA */
+    const char *token;      /* a bearer token */
+    const char *audit_log;  /* counts from this audit log instead of /metrics */
+    const char *audit_user; /* ... of this caller (the provisioner) */
 } cfg = {.threads = 8,
          .class = "bench",
          .timeout_s = 600,
@@ -149,6 +160,13 @@ static void client_init(struct client *c)
     c->headers = curl_slist_append(c->headers, "Content-Type: application/json");
     c->headers = curl_slist_append(c->headers, "Accept: application/json");
     c->headers = curl_slist_append(c->headers, "Expect:");
+    if (cfg.token) {
+        char auth[1024];
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", cfg.token);
+        c->headers = curl_slist_append(c->headers, auth);
+    }
+    if (cfg.cacert)
+        curl_easy_setopt(c->h, CURLOPT_CAINFO, cfg.cacert);
     curl_easy_setopt(c->h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c->h, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, c->headers);
@@ -227,8 +245,39 @@ struct metrics {
     int n;
 };
 
+/* The real API server: the provisioner's requests from the audit log,
+ * accumulated since the start of this program. */
+static struct audit_reader audit;
+static struct metrics audit_sum;
+
+static void audit_add(void *ud, const char *verb, const char *resource, int code)
+{
+    struct metrics *m = ud;
+    int k = 0;
+    while (k < m->n && !(strcmp(m->s[k].verb, verb) == 0 &&
+                         strcmp(m->s[k].resource, resource) == 0 && m->s[k].code == code))
+        k++;
+    if (k == m->n) {
+        if (m->n == MAX_SERIES)
+            return;
+        snprintf(m->s[k].verb, sizeof(m->s[k].verb), "%s", verb);
+        snprintf(m->s[k].resource, sizeof(m->s[k].resource), "%s", resource);
+        m->s[k].code = code;
+        m->n++;
+    }
+    m->s[k].n++;
+}
+
 static void metrics_get(struct client *c, struct metrics *m)
 {
+    if (cfg.audit_log) {
+        audit.path = cfg.audit_log;
+        audit.user = cfg.audit_user;
+        if (audit_read(&audit, audit_add, &audit_sum) < 0)
+            die("cannot read %s", cfg.audit_log);
+        *m = audit_sum;
+        return;
+    }
     memset(m, 0, sizeof(*m));
     long code = client_do(c, NULL, "/metrics", NULL);
     if (code != 200)
@@ -283,6 +332,8 @@ static void usage_between(const struct metrics *a, const struct metrics *b, cons
     } agg[MAX_SERIES];
     int na = 0;
     memset(agg, 0, sizeof(agg));
+    if (cfg.audit_log)
+        own_n = 0; /* the audit log's counts are the provisioner's alone */
     memset(u, 0, sizeof(*u));
     for (int i = 0; i < b->n; i++) {
         double d = b->s[i].n;
@@ -622,6 +673,15 @@ static void *watch_run(void *arg)
     curl_easy_setopt(h, CURLOPT_HEADERDATA, wt);
     curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, watch_progress);
+    struct curl_slist *hdr = NULL;
+    if (cfg.token) {
+        char auth[1024];
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", cfg.token);
+        hdr = curl_slist_append(hdr, auth);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    }
+    if (cfg.cacert)
+        curl_easy_setopt(h, CURLOPT_CAINFO, cfg.cacert);
     CURLcode rc;
     for (;;) {
         wt->line.len = 0;
@@ -637,6 +697,7 @@ static void *watch_run(void *arg)
         fprintf(stderr, "bench_provision: watch %s ended early: %s (HTTP %ld)\n", wt->path,
                 curl_easy_strerror(rc), wt->code);
     curl_easy_cleanup(h);
+    curl_slist_free_all(hdr);
     atomic_store(&wt->established, true);
     return NULL;
 }
@@ -993,7 +1054,7 @@ static int cmd_run(void)
             "p50 %.0f ms, p99 %.0f ms; all %d PVs in %.2f s: %.0f PVs/s\n",
             pct_ms(to_pv, np, 0.50), pct_ms(to_pv, np, 0.99), np, (double)(last_pv - t0) / NS_PER_S,
             np / ((double)(last_pv - t0) / NS_PER_S));
-        printf("    and PV created -> claim Bound (kube-lite's binder): p50 %.0f ms, p99 %.0f ms\n",
+        printf("    and PV created -> claim Bound (the PV binder): p50 %.0f ms, p99 %.0f ms\n",
                pct_ms(pv_to_bound, np, 0.50), pct_ms(pv_to_bound, np, 0.99));
     }
     double per = nl ? nl : 1;
@@ -1141,6 +1202,7 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "usage: %s run --url=URL --count=N --prov-pid=PID --state-dir=DIR [--threads=8] "
                 "[--class=bench] [--timeout=600] [--no-binder [--driver=NAME]]\n"
+                "           [--cacert=CA --token=T] [--audit-log=F --audit-user=NAME]\n"
                 "       %s fill --url=URL --count=N [--threads=8] [--fill-driver=NAME]\n",
                 argv[0], argv[0]);
         return 2;
@@ -1151,7 +1213,9 @@ int main(int argc, char **argv)
             int_arg(a, "--threads", &cfg.threads) || int_arg(a, "--prov-pid", &cfg.prov_pid) ||
             str_arg(a, "--state-dir", &cfg.state_dir) || str_arg(a, "--class", &cfg.class) ||
             int_arg(a, "--timeout", &cfg.timeout_s) || str_arg(a, "--driver", &cfg.driver) ||
-            str_arg(a, "--fill-driver", &cfg.fill_driver))
+            str_arg(a, "--fill-driver", &cfg.fill_driver) || str_arg(a, "--cacert", &cfg.cacert) ||
+            str_arg(a, "--token", &cfg.token) || str_arg(a, "--audit-log", &cfg.audit_log) ||
+            str_arg(a, "--audit-user", &cfg.audit_user))
             continue;
         if (strcmp(a, "--no-binder") == 0) {
             cfg.no_binder = true;
@@ -1161,6 +1225,8 @@ int main(int argc, char **argv)
     }
     if (!cfg.url || cfg.count <= 0)
         die("--url and --count are required");
+    if (cfg.audit_log && !cfg.audit_user)
+        die("--audit-log needs --audit-user");
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int rc = strcmp(argv[1], "run") == 0 ? cmd_run() : cmd_fill();
     curl_global_cleanup();

@@ -8,6 +8,7 @@
 #
 #   hack/bench/bench_provision.sh [N]        N claims for the high-budget run (1000)
 #   N_DEFAULT=100 CACHED=100000 B=build hack/bench/bench_provision.sh
+#   WORLD=kubernetes hack/bench/bench_provision.sh   the real control plane (below)
 #   RUNS=0 hack/bench/bench_provision.sh     the memory cases (3.) only
 #   ONLY=error-rate CACHED=0 hack/bench/bench_provision.sh   the runs whose title has these words
 #   ONLY="=high client budget" ...           the run of exactly that title
@@ -34,6 +35,14 @@
 #      kube-lite, bound, once of another driver and once of this one: VmRSS
 #      once its informers synced (the "provisioner started" log line).
 #      CACHED=0 skips it.
+# WORLD=kubernetes: the same runs against the real Kubernetes 1.20.2 control
+# plane of hack/kubernetes/cluster.sh (a fresh one per run; its
+# kube-controller-manager's PV binder binds), over HTTPS with bearer tokens;
+# the request counts are the provisioner's own, from kube-apiserver's audit
+# log. Skipped there, each with a line saying why: 2b (kube-lite's binder
+# off), 2c (kube-lite's fault injection) and 3 (100,000 objects of each kind
+# through etcd).
+#   WORLD=kubernetes N_DEFAULT=20 CACHED=0 B=build/bench hack/bench/bench_provision.sh 200
 # Targets are printed next to the figures; the only failures are correctness
 # (a claim not Bound, something not deleted), which exit 1.
 set -euo pipefail
@@ -77,6 +86,7 @@ stop_all() {
   DRV_PID=
   stop "$KL_PID" kube-lite
   KL_PID=
+  stop_kubernetes
 }
 
 # shellcheck disable=SC2317 # called through the EXIT trap
@@ -140,11 +150,24 @@ proc_line() {
 }
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
 
+# start_world DIR: kube-lite with KL_ARGS, or the real control plane; sets
+# URL and AUTH_ARGS (the helper's credentials and where it counts requests)
+AUTH_ARGS=()
+start_world() {
+  if [ "$WORLD" = kubernetes ]; then
+    start_kubernetes "$1"
+    AUTH_ARGS=(--cacert="$CA" --token="$ADMIN_TOKEN" --audit-log="$AUDIT" --audit-user="$SIDECAR_USER")
+  else
+    start_kube_lite "$1" "${KL_ARGS[@]}"
+    AUTH_ARGS=()
+  fi
+}
+
 # (retried: with --error-rate kube-lite answers some creates 500)
 storage_class() {
   local code
   for _ in 1 2 3 4 5 6 7 8 9 10; do
-    code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+    code=$(api_curl -sS -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
       --data "{\"apiVersion\":\"storage.k8s.io/v1\",\"kind\":\"StorageClass\",\"metadata\":{\"name\":\"bench\"},\"provisioner\":\"$DRIVER_NAME\",\"reclaimPolicy\":\"Delete\",\"volumeBindingMode\":\"Immediate\"}" \
       "$URL/apis/storage.k8s.io/v1/storageclasses") || true
     case $code in 201 | 409) return 0 ;; esac
@@ -157,19 +180,27 @@ storage_class() {
 # go to kube-lite and to the helper.
 KL_ARGS=()
 HELPER_ARGS=()
+# ONLY=<words of a title>: those runs alone; ONLY==<title>: that one.
+selected() {
+  if [[ "${ONLY:-}" == =* ]]; then
+    [ "=$1" = "$ONLY" ]
+  else
+    [ -z "${ONLY:-}" ] || [[ "$1" == *"$ONLY"* ]]
+  fi
+}
+# skip_case TITLE WHY: the line that says a run has no meaning on this world
+skip_case() {
+  selected "$1" || return 0
+  echo "== $1: skipped on WORLD=$WORLD: $2"
+}
 run_case() {
   local title=$1 count=$2
   shift 2
-  # ONLY=<words of a title>: those runs alone; ONLY==<title>: that one.
-  if [[ "${ONLY:-}" == =* ]]; then
-    [ "=$title" = "$ONLY" ] || return 0
-  else
-    [ -z "${ONLY:-}" ] || [[ "$title" == *"$ONLY"* ]] || return 0
-  fi
+  selected "$title" || return 0
   local d
   d=$(mktemp -d "$tmp/case.XXXXXX")
-  echo "== $title: $count claims; csi-provisioner $*"
-  start_kube_lite "$d" "${KL_ARGS[@]}"
+  echo "== $title: $count claims; csi-provisioner $* [$WORLD; load average $(load)]"
+  start_world "$d"
   start_driver "$d"
   storage_class
   start_prov "$d" "$@"
@@ -179,12 +210,12 @@ run_case() {
   echo "  provisioner idle: $(proc_line)"
   # (the helper samples the provisioner's threads while the run goes on)
   if ! "$HELPER" run --url="$URL" --count="$count" --prov-pid="$PROV_PID" --state-dir="$d/state" \
-    --timeout=1800 "${HELPER_ARGS[@]}"; then
+    --timeout=1800 "${HELPER_ARGS[@]}" "${AUTH_ARGS[@]}"; then
     status=1
     echo "  FAILED (see above); provisioner log tail:"
     grep -v '^I' "$d/prov.log" | tail -n 10 | sed 's/^/    /'
   fi
-  echo "  provisioner right after the run: $(proc_line)"
+  echo "  provisioner right after the run: $(proc_line); load average $(load)"
   if [ "${QUIET_S:-0}" -gt 0 ]; then
     sleep "$QUIET_S"
     echo "  provisioner after ${QUIET_S} s of quiet: $(proc_line)"
@@ -193,8 +224,8 @@ run_case() {
   rm -rf "$d"
 }
 
-echo "csi-provisioner benchmark on $(nproc) cores ($(uname -m)); kube-lite, example driver," \
-  "provisioner and load generator share them"
+echo "csi-provisioner benchmark on $(nproc) cores ($(uname -m)); $WORLD, example driver," \
+  "provisioner and load generator share them; load average $(load)"
 if [ "$RUNS" != 0 ]; then
   run_case "upstream default client budget (N=$N_DEFAULT to keep it short)" "$N_DEFAULT" \
     --kube-api-qps=5 --kube-api-burst=10
@@ -202,21 +233,27 @@ if [ "$RUNS" != 0 ]; then
     --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
   # The same without kube-lite's binder, whose cost grows with the number of
   # PVs (it scans them for every claim): the provisioner's own throughput.
-  KL_ARGS=(--controllers=)
-  HELPER_ARGS=(--no-binder)
-  run_case "high client budget, provisioner alone (kube-lite binder off, claims created with the storage-provisioner annotation; done = PV created and claim released; no deletion phase)" "$N" \
-    --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
-  KL_ARGS=()
-  HELPER_ARGS=()
-  # Transient API errors: kube-lite answers 20% of requests (any verb) 500.
-  # Target: N_FAULT claims bound, and deleted, in at most twice the
-  # fault-free time plus 2 s (the request path retries them in place).
-  run_case "high client budget, fault-free reference for the next run" "$N_FAULT" \
-    --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
-  KL_ARGS=(--error-rate=0.2)
-  run_case "high client budget, kube-lite --error-rate=0.2 (20% of API requests answered 500)" \
-    "$N_FAULT" --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
-  KL_ARGS=()
+  ALONE="high client budget, provisioner alone (kube-lite binder off, claims created with the storage-provisioner annotation; done = PV created and claim released; no deletion phase)"
+  REF="high client budget, fault-free reference for the next run"
+  FAULT="high client budget, kube-lite --error-rate=0.2 (20% of API requests answered 500)"
+  if [ "$WORLD" = kubernetes ]; then
+    skip_case "$ALONE" "it times the provisioner without kube-lite's binder; kube-controller-manager's binder is the real one and is what the run above measures"
+    skip_case "$REF" "it is the reference of the fault-injection run, which is skipped"
+    skip_case "$FAULT" "kube-apiserver has no fault injection"
+  else
+    KL_ARGS=(--controllers=)
+    HELPER_ARGS=(--no-binder)
+    run_case "$ALONE" "$N" --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
+    KL_ARGS=()
+    HELPER_ARGS=()
+    # Transient API errors: kube-lite answers 20% of requests (any verb) 500.
+    # Target: N_FAULT claims bound, and deleted, in at most twice the
+    # fault-free time plus 2 s (the request path retries them in place).
+    run_case "$REF" "$N_FAULT" --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
+    KL_ARGS=(--error-rate=0.2)
+    run_case "$FAULT" "$N_FAULT" --kube-api-qps=10000 --kube-api-burst=10000 --worker-threads=100
+    KL_ARGS=()
+  fi
 fi
 
 # cache_case OWNER TITLE: the provisioner's memory with CACHED bound PVCs and
@@ -242,7 +279,11 @@ cache_case() {
   stop_all
 }
 
-if [ "$CACHED" -gt 0 ]; then
+if [ "$CACHED" -gt 0 ] && [ "$WORLD" = kubernetes ]; then
+  echo "== provisioner memory with $CACHED PVCs + $CACHED PVs: skipped on WORLD=$WORLD:" \
+    "filling etcd with $((2 * CACHED)) objects through kube-apiserver takes ages; kube-lite's figure" \
+    "is the informers' memory, which does not depend on the server"
+elif [ "$CACHED" -gt 0 ]; then
   cache_case other.csi.example.com "of another driver (not cached: filtered out)"
   cache_case "$DRIVER_NAME" "of this driver, all Bound (settled: neither is cached)"
 fi

@@ -34,3 +34,67 @@ wait_serving() {
   done
   return 1
 }
+
+# ---- the world: kube-lite, or WORLD=kubernetes, the real control plane --------------------
+# Kubernetes 1.20.2 (etcd, kube-apiserver, kube-controller-manager with its
+# PV binder and attach-detach controller) from hack/kubernetes/cluster.sh:
+# HTTPS with its own CA, bearer tokens. The sidecar gets a token of its own
+# (user csi-sidecar-bench, group system:masters), so that kube-apiserver's
+# audit log tells its requests apart from the benchmark's and the
+# controllers'.
+WORLD=${WORLD:-kube-lite}
+case $WORLD in
+kube-lite | kubernetes) ;;
+*)
+  echo "WORLD=$WORLD: kube-lite or kubernetes" >&2
+  exit 2
+  ;;
+esac
+SIDECAR_USER=csi-sidecar-bench
+SIDECAR_TOKEN=csi-sidecar-bench-token
+ADMIN_TOKEN=admin-token
+K8S_DIR=
+CA=
+AUDIT=
+
+# start_kubernetes DIR [cluster.sh up options]: sets URL, CA, AUDIT,
+# K8S_DIR; writes DIR/kubeconfig (the sidecar's token) and
+# DIR/admin.kubeconfig (the benchmark's)
+start_kubernetes() {
+  local d=$1
+  shift
+  printf '%s,%s,%s,"system:masters"\n' "$SIDECAR_TOKEN" "$SIDECAR_USER" "$SIDECAR_USER" \
+    >"$d/tokens.csv"
+  K8S_DIR=$d/k8s
+  if ! hack/kubernetes/cluster.sh up "$K8S_DIR" --token-auth-file "$d/tokens.csv" \
+    --kubeconfig-token "$ADMIN_TOKEN" --owner $$ "$@" >"$d/cluster.out" 2>&1; then
+    echo "the control plane did not start: $(tail -n 20 "$d/cluster.out")" >&2
+    exit 1
+  fi
+  # shellcheck disable=SC2034 # read by the scripts that source this file
+  URL=$(cat "$K8S_DIR/server")
+  CA=$K8S_DIR/pki/ca.crt
+  # shellcheck disable=SC2034
+  AUDIT=$K8S_DIR/logs/audit.log
+  cp "$K8S_DIR/admin.kubeconfig" "$d/admin.kubeconfig"
+  sed "s/^\( *token:\).*/\1 $SIDECAR_TOKEN/" "$K8S_DIR/admin.kubeconfig" >"$d/kubeconfig"
+}
+
+# shellcheck disable=SC2317 # called from the scripts' cleanup traps
+stop_kubernetes() {
+  [ -n "$K8S_DIR" ] || return 0
+  hack/kubernetes/cluster.sh down "$K8S_DIR" >/dev/null 2>&1 || true
+  K8S_DIR=
+}
+
+# api_curl ARGS...: curl to the world's API as the benchmark (admin)
+api_curl() {
+  if [ "$WORLD" = kubernetes ]; then
+    curl --cacert "$CA" -H "Authorization: Bearer $ADMIN_TOKEN" "$@"
+  else
+    curl "$@"
+  fi
+}
+
+# load: the load average, for the figures' context
+load() { cut -d' ' -f1-3 /proc/loadavg; }
