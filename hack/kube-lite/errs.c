@@ -192,9 +192,15 @@ static json_object *jstr(const char *s)
 
 json_object *kl_errs_status(const kl_errs *e, const kl_type *t, const char *name)
 {
+    return kl_errs_status_as(e, t->group, t->kind, name);
+}
+
+json_object *kl_errs_status_as(const kl_errs *e, const char *group, const char *what,
+                               const char *name)
+{
     size_t n = kl_errs_count(e);
     char *qname = kl_quote(name);
-    char *kind = t->group[0] ? util_asprintf("%s.%s", t->kind, t->group) : util_strdup(t->kind);
+    char *kind = group[0] ? util_asprintf("%s.%s", what, group) : util_strdup(what);
 
     /* The message lists each distinct "field: message" once, in order
      * (ToAggregate drops repeats); one error stands alone, more are
@@ -255,9 +261,9 @@ json_object *kl_errs_status(const kl_errs *e, const kl_type *t, const char *name
     json_object *details = json_object_new_object();
     if (name && name[0])
         json_object_object_add(details, "name", jstr(name));
-    if (t->group[0])
-        json_object_object_add(details, "group", jstr(t->group));
-    json_object_object_add(details, "kind", jstr(t->kind));
+    if (group[0])
+        json_object_object_add(details, "group", jstr(group));
+    json_object_object_add(details, "kind", jstr(what));
     if (n > 0) {
         json_object *causes = json_object_new_array();
         for (size_t i = 0; i < n; i++) {

@@ -233,6 +233,11 @@ size_t kl_errs_count(const kl_errs *e);
  * Caller owns the result.
  */
 json_object *kl_errs_status(const kl_errs *e, const kl_type *t, const char *name);
+/* The same, qualified by `what` instead of the Kind: store.Update's 422 for a
+ * missing resourceVersion names the plural resource ("volumeattachments",
+ * details.kind too), as its GroupKind is built from the GroupResource. */
+json_object *kl_errs_status_as(const kl_errs *e, const char *group, const char *what,
+                               const char *name);
 /* Go's strconv.Quote of `s` (the %q of kube-apiserver's messages: names,
  * invalid values). Caller frees. */
 char *kl_quote(const char *s);
@@ -420,6 +425,9 @@ json_object *kl_obj_tree(const kl_obj *o);
 
 kl_obj *kl_obj_ref(kl_obj *o);
 void kl_obj_unref(kl_obj *o);
+/* A new object (unref it) with o's content under resourceVersion `rv`: the
+ * last state a watch shows for an object that left its selection. */
+kl_obj *kl_obj_restamp(const kl_type *t, const kl_obj *o, uint64_t rv);
 
 typedef struct kl_store kl_store;
 

@@ -746,7 +746,8 @@ static void smp_order(json_object **merged, const json_object *patch, const json
  * Merges list patch into the owned `cur` (consumed, may be anything) for a
  * list named in the merge keys. Keyed lists: deletions first (every match,
  * as apimachinery does), then each element merges into the first element
- * with the same key or is appended. Primitive lists: set union.
+ * with the same key or is appended. Primitive lists: set union. Both end in
+ * smp_order's order.
  */
 static int smp_list(json_object *cur, const json_object *patch, const kl_merge_key *mk,
                     const char *path, const smp *s, json_object **out)
@@ -766,6 +767,7 @@ static int smp_list(json_object *cur, const json_object *patch, const kl_merge_k
     }
 
     if (mk->key == NULL) {
+        json_object *orig = jcopy(cur);
         arr_dedupe(cur);
         for (size_t i = 0; i < n; i++) {
             json_object *e = json_object_array_get_idx(patch, i);
@@ -774,9 +776,10 @@ static int smp_list(json_object *cur, const json_object *patch, const kl_merge_k
             if (!arr_contains(cur, e, json_object_array_length(cur)))
                 arr_add(cur, jcopy(e));
         }
-        /* Sets keep the union's order (new values last), which kubectl's
-         * suite (tests/kube-lite/test_kubectl.sh) pins; apimachinery would
-         * put new values first, as smp_order does for keyed lists. */
+        /* The union, ordered as mergeSlice orders it for keyed lists too:
+         * new values first. */
+        smp_order(&cur, patch, orig, NULL);
+        json_object_put(orig);
         *out = cur;
         return 0;
     }

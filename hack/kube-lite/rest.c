@@ -1151,8 +1151,14 @@ int kl_stream_next(kl_stream *st, char **buf, size_t *len)
                 sb_event(st, &b, "ADDED", ev[i].obj);
             else if (ev[i].type == KL_MODIFIED && now_in)
                 sb_event(st, &b, was_in ? "MODIFIED" : "ADDED", ev[i].obj);
-            else if ((ev[i].type == KL_MODIFIED && was_in) ||
-                     (ev[i].type == KL_DELETED && (now_in || was_in)))
+            else if (ev[i].type == KL_MODIFIED && was_in) {
+                /* Left the selection: the watch cache (and etcd3's
+                 * watcher) send the last state that matched, under the
+                 * event's resourceVersion. */
+                kl_obj *last = kl_obj_restamp(st->t, ev[i].old, ev[i].rv);
+                sb_event(st, &b, "DELETED", last);
+                kl_obj_unref(last);
+            } else if (ev[i].type == KL_DELETED && (now_in || was_in))
                 sb_event(st, &b, "DELETED", ev[i].obj);
             kl_event_clear(&ev[i]);
         }
@@ -1425,7 +1431,10 @@ static void finish_update(struct write_ctx *c, const kl_obj *cur, json_object *o
         kl_errs *e = kl_errs_new();
         kl_errs_add(e, KL_INVALID, "metadata.resourceVersion",
                     "Invalid value: 0x0: must be specified for an update");
-        mut_error(m, invalid(t, c->name, e));
+        /* store.Update words this one by resource, not Kind (its TODO:
+         * "The Invalid error should have a field for Resource"). */
+        mut_error(m, kl_errs_status_as(e, t->group, t->resource, c->name));
+        kl_errs_free(e);
         return;
     }
     const char *body_name = kobj_str(meta, "name");
@@ -2145,6 +2154,44 @@ struct delete_opts {
     bool dry_run;
 };
 
+/*
+ * The 409 of a DeleteOptions precondition the object fails, or NULL:
+ * rest.BeforeDelete checks the uid, then the resourceVersion, before the
+ * storage layer would, and qualifies its Conflict by Kind ("PersistentVolume",
+ * "VolumeAttachment.storage.k8s.io"; details.kind the Kind), as it builds the
+ * GroupResource from the object's GroupVersionKind.
+ */
+static json_object *precondition_failed(const kl_type *t, const char *name,
+                                        const struct delete_opts *o, const char *uid,
+                                        const char *rv)
+{
+    char what[160];
+    if (t->group[0])
+        snprintf(what, sizeof(what), "%s.%s", t->kind, t->group);
+    else
+        snprintf(what, sizeof(what), "%s", t->kind);
+    json_object *st = NULL;
+    if (o->uid && strcmp(o->uid, uid) != 0)
+        st = status_new(409, "Conflict", NULL, name,
+                        "Operation cannot be fulfilled on %s \"%s\": the UID in the precondition "
+                        "(%s) does not match the UID in record (%s). The object might have been "
+                        "deleted and then recreated",
+                        what, name, o->uid, uid);
+    else if (o->rv && strcmp(o->rv, rv) != 0)
+        st = status_new(409, "Conflict", NULL, name,
+                        "Operation cannot be fulfilled on %s \"%s\": the ResourceVersion in the "
+                        "precondition (%s) does not match the ResourceVersion in record (%s). The "
+                        "object might have been modified",
+                        what, name, o->rv, rv);
+    if (!st)
+        return NULL;
+    json_object *d = kobj_obj(st, "details");
+    if (t->group[0])
+        json_object_object_add(d, "group", json_object_new_string(t->group));
+    json_object_object_add(d, "kind", json_object_new_string(t->kind));
+    return st;
+}
+
 static void mutate_delete(void *ud, const kl_obj *cur, kl_mut *m)
 {
     struct write_ctx *c = ud;
@@ -2155,15 +2202,9 @@ static void mutate_delete(void *ud, const kl_obj *cur, kl_mut *m)
     }
     json_object *meta = kobj_obj(cur->obj, "metadata");
     const char *uid = kobj_str(meta, "uid"), *rv = kobj_str(meta, "resourceVersion");
-    if ((o->uid && strcmp(o->uid, uid ? uid : "") != 0) ||
-        (o->rv && strcmp(o->rv, rv ? rv : "") != 0)) {
-        mut_error(m,
-                  status_new(409, "Conflict", c->t, c->name,
-                             "Operation cannot be fulfilled on %s \"%s\": Precondition failed: "
-                             "%s in precondition: %s, %s in object meta: %s",
-                             kl_type_qualified(c->t), c->name, o->uid ? "UID" : "ResourceVersion",
-                             o->uid ? o->uid : o->rv, o->uid ? "UID" : "ResourceVersion",
-                             o->uid ? (uid ? uid : "") : (rv ? rv : "")));
+    json_object *pre = precondition_failed(c->t, c->name, o, uid ? uid : "", rv ? rv : "");
+    if (pre) {
+        mut_error(m, pre);
         return;
     }
     bool is_ns = strcmp(c->t->resource, "namespaces") == 0 && !c->t->group[0];

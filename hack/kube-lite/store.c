@@ -145,6 +145,20 @@ static kl_obj *obj_new(const kl_type *t, json_object *obj, uint64_t rv)
     return o;
 }
 
+kl_obj *kl_obj_restamp(const kl_type *t, const kl_obj *o, uint64_t rv)
+{
+    json_object *tree = kl_obj_tree(o);
+    if (o->obj) {
+        /* The kept tree is shared: stamp a copy. */
+        json_object *copy = NULL;
+        if (json_object_deep_copy(tree, &copy, NULL) != 0)
+            abort();
+        json_object_put(tree);
+        tree = copy;
+    }
+    return obj_new(t, tree, rv);
+}
+
 void kl_objs_free(kl_obj **items, size_t n)
 {
     for (size_t i = 0; i < n; i++)

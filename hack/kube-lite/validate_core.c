@@ -31,7 +31,9 @@ static void lease_rules(const json_object *obj, kl_errs *e)
 }
 
 /* The core/v1 rules for an Event without eventTime (legacyValidateEvent):
- * an involved object named in another namespace is refused. */
+ * an involved object named in another namespace is refused, and so is one
+ * named in none unless the Event is in "default" (where client-go records
+ * the events of cluster-scoped objects). */
 static void event_rules(const json_object *obj, kl_errs *e)
 {
     if (kobj_str(obj, "eventTime"))
@@ -40,9 +42,7 @@ static void event_rules(const json_object *obj, kl_errs *e)
     const char *ins = kobj_path_str(obj, "involvedObject.namespace");
     ns = ns ? ns : "";
     ins = ins ? ins : "";
-    /* kube-apiserver also refuses an empty involvedObject.namespace outside
-     * "default"; kube-lite's own tests still create such events. */
-    bool bad = *ins && strcmp(ns, ins) != 0;
+    bool bad = *ins ? strcmp(ns, ins) != 0 : *ns && strcmp(ns, "default") != 0;
     if (bad) {
         char *q = kl_quote(ins);
         kl_errs_add(e, KL_INVALID, "involvedObject.namespace",

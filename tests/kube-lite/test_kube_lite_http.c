@@ -1475,12 +1475,13 @@ static void test_update_volume_attachment_without_resource_version_is_422(void *
     json_object_object_add(J(o, "metadata"), "labels", labels);
     long code = 0;
     json_object *st = put(fmt(STORAGE "/volumeattachments/%s", name), jtext(o), &code);
+    /* Qualified by resource, not Kind, as kube-apiserver's store.Update does. */
     check_status(st, code, 422, "Invalid",
-                 fmt("VolumeAttachment.storage.k8s.io \"%s\" is invalid: "
+                 fmt("volumeattachments.storage.k8s.io \"%s\" is invalid: "
                      "metadata.resourceVersion: Invalid value: 0x0: must be specified for an "
                      "update",
                      name));
-    assert_str(JS(st, "details", "kind"), "VolumeAttachment");
+    assert_str(JS(st, "details", "kind"), "volumeattachments");
     assert_str(JS(st, "details", "group"), "storage.k8s.io");
     assert_str(JS(st, "details", "causes", "0", "reason"), "FieldValueInvalid");
     assert_str(JS(st, "details", "causes", "0", "field"), "metadata.resourceVersion");
@@ -1876,21 +1877,75 @@ static void test_delete_with_uid_precondition_mismatch_is_409(void **state)
     const char *uid = JS(o, "metadata", "uid");
     long code = 0;
     json_object *st = del(cm(ns, "c"), js("{'preconditions':{'uid':'wrong-uid'}}"), &code);
-    check_status(st, code, 409, "Conflict", NULL);
-    assert_prefix(JS(st, "message"), "Operation cannot be fulfilled on configmaps \"c\": ");
-    const char *tail = fmt("Precondition failed: UID in precondition: wrong-uid, UID in object "
-                           "meta: %s",
-                           uid);
-    const char *msg = JS(st, "message");
-    if (strlen(msg) < strlen(tail) || strcmp(msg + strlen(msg) - strlen(tail), tail) != 0)
-        fail_msg("message \"%s\" does not end with \"%s\"", msg, tail);
+    /* rest.BeforeDelete's words, qualified by Kind. */
+    check_status(st, code, 409, "Conflict",
+                 fmt("Operation cannot be fulfilled on ConfigMap \"c\": the UID in the "
+                     "precondition (wrong-uid) does not match the UID in record (%s). The object "
+                     "might have been deleted and then recreated",
+                     uid));
     assert_str(JS(st, "details", "name"), "c");
-    assert_str(JS(st, "details", "kind"), "configmaps");
+    assert_str(JS(st, "details", "kind"), "ConfigMap");
+    assert_null(J(st, "details", "group"));
+    /* The uid is checked first; then the resourceVersion. */
+    st = del(cm(ns, "c"), js("{'preconditions':{'uid':'%s','resourceVersion':'1'}}", uid), &code);
+    check_status(st, code, 409, "Conflict",
+                 fmt("Operation cannot be fulfilled on ConfigMap \"c\": the ResourceVersion in "
+                     "the precondition (1) does not match the ResourceVersion in record (%s). The "
+                     "object might have been modified",
+                     JS(o, "metadata", "resourceVersion")));
     assert_int_equal(code_of(cm(ns, "c")), 200);
+    /* A grouped Kind is qualified by its group, details name both. */
+    const char *leases = fmt("/apis/coordination.k8s.io/v1/namespaces/%s/leases", ns);
+    json_object *l = create(leases, js("{'metadata':{'name':'l'}}"));
+    st = del(fmt("%s/l", leases), js("{'preconditions':{'uid':'wrong-uid'}}"), &code);
+    check_status(st, code, 409, "Conflict",
+                 fmt("Operation cannot be fulfilled on Lease.coordination.k8s.io \"l\": the UID in "
+                     "the precondition (wrong-uid) does not match the UID in record (%s). The "
+                     "object might have been deleted and then recreated",
+                     JS(l, "metadata", "uid")));
+    check_details(st, "{'name':'l','group':'coordination.k8s.io','kind':'Lease'}");
     /* The right uid deletes. */
     del(cm(ns, "c"), js("{'preconditions':{'uid':'%s'}}", uid), &code);
     expect_code(code, 200, NULL);
     assert_int_equal(code_of(cm(ns, "c")), 404);
+}
+
+/* legacyValidateEvent: an involved object without a namespace is only
+ * accepted for an Event in "default" (client-go puts the events of
+ * cluster-scoped objects there). */
+static void test_event_without_involved_namespace_outside_default_is_422(void **state)
+{
+    (void)state;
+    const char *ns = mkns();
+    long code = 0;
+    json_object *st =
+        post(core(ns, "events", NULL),
+             js("{'metadata':{'name':'e1'},'involvedObject':{'kind':'Node','name':'n1'},"
+                "'reason':'R','type':'Normal'}"),
+             &code);
+    check_status(st, code, 422, "Invalid",
+                 "Event \"e1\" is invalid: involvedObject.namespace: Invalid value: \"\": does "
+                 "not match event.namespace");
+    check_details(st, "{'name':'e1','kind':'Event','causes':[{'reason':'FieldValueInvalid',"
+                      "'message':'Invalid value: \"\": does not match event.namespace',"
+                      "'field':'involvedObject.namespace'}]}");
+    /* Named, or in "default", it is fine. */
+    json_object *o =
+        post(core(ns, "events", NULL),
+             js("{'metadata':{'name':'e2'},'involvedObject':{'kind':'ConfigMap','name':'c',"
+                "'namespace':'%s'},'reason':'R','type':'Normal'}",
+                ns),
+             &code);
+    expect_code(code, 201, o);
+    const char *name = uname("e3");
+    o = post(core("default", "events", NULL),
+             js("{'metadata':{'name':'%s'},'involvedObject':{'kind':'Node','name':'n1'},"
+                "'reason':'R','type':'Normal'}",
+                name),
+             &code);
+    expect_code(code, 201, o);
+    del(core("default", "events", name), NULL, &code);
+    expect_code(code, 200, NULL);
 }
 
 static void test_delete_collection_with_label_selector(void **state)
@@ -2171,8 +2226,9 @@ static void test_watch_label_selector_update_leaving_selection_is_deleted(void *
     del(cm(ns, "s"), NULL, &code);
     expect_code(code, 200, NULL);
     expect_events(w, 4, STRS("ADDED", "DELETED", "ADDED", "DELETED"), STRS("s", "s", "s", "s"));
-    /* The DELETED of an object leaving the selection is its new state. */
-    assert_str(JS(ev_obj(w, 1), "metadata", "labels", "app"), "out");
+    /* The DELETED of an object leaving the selection is the last state that
+     * matched, under the resourceVersion of the change (the watch cache's). */
+    assert_str(JS(ev_obj(w, 1), "metadata", "labels", "app"), "in");
     assert_int_equal(rv_of(ev_obj(w, 1)), rv_of(out));
     assert_int_equal(rv_of(ev_obj(w, 2)), rv_of(back));
     assert_int_equal(watch_quiet(w, 200 * UTIL_MS), 4);
@@ -3018,13 +3074,20 @@ static void test_table_single_get_v1beta1_with_include_object(void **state)
     assert_str(JS(plain, "kind"), "PersistentVolumeClaim");
 }
 
+/* `tmpl` with its first "%s" replaced by `ns`. */
+static const char *with_ns(const char *tmpl, const char *ns)
+{
+    const char *at = strstr(tmpl, "%s");
+    return at ? fmt("%.*s%s%s", (int)(at - tmpl), tmpl, ns, at + 2) : tmpl;
+}
+
 static void test_table_columns_of_every_type(void **state)
 {
     (void)state;
     const char *ns = mkns();
     static const struct {
         const char *path; /* %s: the namespace */
-        const char *body; /* created first when not NULL */
+        const char *body; /* created first when not NULL; %s: the namespace */
         const char *columns;
         const char *cells; /* prefix of row 0 (NULL: not checked) */
     } cases[] = {
@@ -3076,8 +3139,8 @@ static void test_table_columns_of_every_type(void **state)
          "tsa|0|"},
         {"/api/v1/namespaces/%s/events",
          "{'metadata':{'name':'tev'},'involvedObject':{'kind':'PersistentVolumeClaim','name':"
-         "'p'},'reason':'Provisioning','message':' hello ','type':'Normal','source':{"
-         "'component':'prov'}}",
+         "'p','namespace':'%s'},'reason':'Provisioning','message':' hello ','type':'Normal',"
+         "'source':{'component':'prov'}}",
          "Last Seen,Type,Reason,Object,Subobject+,Source+,Message,First Seen+,Count+,Name+", NULL},
         {"/apis/events.k8s.io/v1/namespaces/%s/events", NULL,
          "Last Seen,Type,Reason,Object,Subobject+,Source+,Message,First Seen+,Count+,Name+", NULL},
@@ -3108,13 +3171,10 @@ static void test_table_columns_of_every_type(void **state)
          NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        const char *at = strstr(cases[i].path, "%s");
-        const char *path =
-            at ? fmt("%.*s%s%s", (int)(at - cases[i].path), cases[i].path, ns, at + 2)
-               : cases[i].path;
+        const char *path = with_ns(cases[i].path, ns);
         if (cases[i].body) {
             long code = 0;
-            json_object *o = post(path, js("%s", cases[i].body), &code);
+            json_object *o = post(path, js("%s", with_ns(cases[i].body, ns)), &code);
             if (code != 201)
                 fail_msg("%s: create: %ld %s", path, code, jtext(o));
             /* The one object: other tests leave cluster-scoped ones behind. */
@@ -3575,6 +3635,7 @@ int main(void)
         T(test_adding_finalizer_during_deletion_is_422),
         T(test_removing_last_finalizer_during_deletion_deletes),
         T(test_delete_with_uid_precondition_mismatch_is_409),
+        T(test_event_without_involved_namespace_outside_default_is_422),
         T(test_delete_collection_with_label_selector),
         T(test_conflicting_writers_with_retry_count_exactly),
         T(test_metrics_count_requests_by_verb_resource_and_code),

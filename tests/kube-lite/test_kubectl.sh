@@ -108,7 +108,8 @@ K patch pvc p1 --type=merge -p '{"metadata":{"labels":{"tier":"gold"}}}' >/dev/n
 check "merge patch" "gold" "$(K get pvc p1 -o jsonpath='{.metadata.labels.tier}')"
 K patch pvc p1 -p '{"metadata":{"finalizers":["example.com/keep"]}}' >/dev/null 2>&1
 K patch pvc p1 -p '{"metadata":{"finalizers":["example.com/second"]}}' >/dev/null 2>&1
-check "strategic merge patch merges finalizers as a set" "example.com/keep example.com/second" \
+# A set, new values first (apimachinery's normalizeElementOrder, as kube-apiserver).
+check "strategic merge patch merges finalizers as a set" "example.com/second example.com/keep" \
   "$(K get pvc p1 -o jsonpath='{.metadata.finalizers[*]}')"
 K patch pvc p1 --type=json -p '[{"op":"add","path":"/metadata/annotations/note","value":"hi"}]' >/dev/null 2>&1
 check "json patch" "hi" "$(K get pvc p1 -o jsonpath='{.metadata.annotations.note}')"

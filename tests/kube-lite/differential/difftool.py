@@ -144,7 +144,7 @@ def norm_message(s):
     s = re.sub(r"too old resource version: \d+ \(\d+\)", "too old resource version: <rv> (<rv>)", s)
     s = re.sub(r"Too large resource version: \d+, current: \d+",
                "Too large resource version: <rv>, current: <rv>", s)
-    s = re.sub(r"ResourceVersion in object meta: \d+", "ResourceVersion in object meta: <rv>", s)
+    s = re.sub(r"ResourceVersion in record \(\d+\)", "ResourceVersion in record (<rv>)", s)
     # Go prints pointers in %#v values of field errors (PersistentVolumeName:(*string)(0xc00d5b15c0)).
     s = re.sub(r"\(0x[0-9a-f]+\)", "(0xPTR)", s)
     return UUID.sub("<uid>", s)
@@ -374,28 +374,6 @@ def x_repeated_causes(real, lite, step):
             b["details"]["causes"] = seen
 
 
-def x_pinned(real, lite, step):
-    def fix(m):
-        if "must be specified for an update" in m:
-            m = re.sub(r'^([A-Za-z]+)\.([a-z.]+) "', lambda g: g.group(0), m)
-        return m
-    for rec in (real, lite):
-        b = rec.get("body")
-        if not isinstance(b, dict) or b.get("kind") != "Status":
-            continue
-        msg = b.get("message", "")
-        if "must be specified for an update" in msg or "precondition" in msg.lower():
-            b["message"] = "<%s>" % ("resourceVersion required" if "must be" in msg else "precondition failed")
-            (b.get("details") or {}).pop("kind", None)
-    # DELETED events: only which object went (the content differs when a
-    # selector is left: kube-lite sends the new state).
-    for rec in (real, lite):
-        for e in rec.get("events") or []:
-            if isinstance(e, dict) and e.get("type") == "DELETED" and isinstance(e.get("object"), dict):
-                o = e["object"]
-                e["object"] = {"kind": o.get("kind"), "name": (o.get("metadata") or {}).get("name")}
-
-
 EXCEPTIONS = {
     "managed-fields": x_managed_fields,
     "protection-finalizers": x_protection_finalizers,
@@ -408,7 +386,6 @@ EXCEPTIONS = {
     "events-shared-storage": x_events_storage,
     "microtime-format": x_microtime,
     "repeated-causes": x_repeated_causes,
-    "pinned-by-http-tests": x_pinned,
 }
 
 

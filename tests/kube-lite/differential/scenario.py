@@ -217,6 +217,8 @@ patch("pv: removing the last finalizer deletes it", PVS + "/pv-b",
 get("pv: gone: 404", PVS + "/pv-b")
 delete("pv: delete with a uid precondition that fails: 409", PVS + "/pv-c",
        {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "6f1b6a7e-0000-4000-8000-000000000000"}})
+delete("pv: delete with a resourceVersion precondition that fails: 409", PVS + "/pv-c",
+       {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": "1"}})
 delete("pv: delete pv-c (no finalizers): the object", PVS + "/pv-c")
 delete("pv: delete a missing one: 404", PVS + "/pv-c")
 
@@ -316,6 +318,8 @@ patch("va: status with a stale resourceVersion: 409", VAS + "/va-a/status",
 get("va: list as Table", VAS, accept=TABLE)
 delete("va: delete va-a: 200 with deletionTimestamp", VAS + "/va-a")
 patch("va: the attacher removes its finalizer: deleted", VAS + "/va-a", {"metadata": {"finalizers": None}}, MERGE)
+delete("va: delete with a uid precondition that fails: 409 (Kind.group)", VAS + "/va-b",
+       {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "6f1b6a7e-0000-4000-8000-000000000000"}})
 delete("va: delete va-b: the object", VAS + "/va-b")
 watch("watch va: from the list before", VAS + "?resourceVersion=${rv_va0}")
 post("va: invalid: a bad attacher, no node, no source: 422", VAS,
@@ -435,6 +439,10 @@ get("event: the same event through events.k8s.io/v1", "/apis/events.k8s.io/v1/na
 post("event: invalid: involvedObject in another namespace: 422", EVENTS, {
     "apiVersion": "v1", "kind": "Event", "metadata": {"name": "bad.1"},
     "involvedObject": {"kind": "Pod", "namespace": "other", "name": "p"}, "reason": "R"})
+post("event: invalid: no involvedObject.namespace outside default: 422",
+     CORE + "/namespaces/kube-public/events", {
+         "apiVersion": "v1", "kind": "Event", "metadata": {"name": "bad.2"},
+         "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "R"})
 watch("watch event: from the list before", EVENTS + "?resourceVersion=${rv_ev0}")
 
 # ---- Secret ------------------------------------------------------------------------------------------------
@@ -448,6 +456,13 @@ get("secret: fieldSelector type=Opaque", SECRETS + "?fieldSelector=type%3DOpaque
 get("secret: an unsupported fieldSelector: 400", SECRETS + "?fieldSelector=data%3Dx")
 get("secret: list as Table", SECRETS + "?labelSelector=app%3Ddiff", accept=TABLE)
 patch("secret: the type is immutable: 422", SECRETS + "/sec-a", {"type": "kubernetes.io/tls"}, MERGE)
+patch("secret: a finalizer (merge patch)", SECRETS + "/sec-a", {"metadata": {"finalizers": ["example.com/first"]}}, MERGE)
+patch("secret: strategic merge adds a finalizer: new values first", SECRETS + "/sec-a",
+      {"metadata": {"finalizers": ["example.com/second"]}}, SMP)
+patch("secret: $deleteFromPrimitiveList with an addition", SECRETS + "/sec-a",
+      {"metadata": {"$deleteFromPrimitiveList/finalizers": ["example.com/second"],
+                    "finalizers": ["example.com/third"]}}, SMP)
+patch("secret: the finalizers go", SECRETS + "/sec-a", {"metadata": {"finalizers": None}}, MERGE)
 post("secret: an invalid data key: 422", SECRETS, {"apiVersion": "v1", "kind": "Secret",
                                                    "metadata": {"name": "sec-bad"}, "data": {"bad key": "eA=="}})
 delete("secret: delete (a Status answer)", SECRETS + "/sec-a")
