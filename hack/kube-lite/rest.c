@@ -1439,11 +1439,12 @@ static void finish_update(struct write_ctx *c, const kl_obj *cur, json_object *o
     }
     const char *body_name = kobj_str(meta, "name");
     if (body_name && strcmp(body_name, c->name) != 0) {
-        json_object_put(obj);
+        /* The message quotes body_name, which lives in obj: build it first. */
         mut_error(m,
                   status_new(400, "BadRequest", NULL, NULL,
                              "the name of the object (%s) does not match the name on the URL (%s)",
                              body_name, c->name));
+        json_object_put(obj);
         return;
     }
     json_object_object_add(meta, "name", json_object_new_string(c->name));

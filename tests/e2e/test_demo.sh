@@ -16,11 +16,11 @@ B=${1:-${CSI_BUILD_DIR:-build}}
 B=$(cd "$B" && pwd)
 # Short: the world's unix sockets live below it (108-byte limit).
 WORK=$(mktemp -d /tmp/demo-test.XXXXXX)
-WORLD="$WORK/world"
+DEMO_WORLD="$WORK/world"
 # shellcheck source=tests/e2e/lib.sh
 . "$ROOT/tests/e2e/lib.sh"
 
-demo() { DEMO_DIR="$WORLD" DEMO_BUILD_DIR="$B" "$ROOT/hack/demo.sh" "$@"; }
+demo() { DEMO_DIR="$DEMO_WORLD" DEMO_BUILD_DIR="$B" "$ROOT/hack/demo.sh" "$@"; }
 teardown() {
   demo down >/dev/null 2>&1
   stop_all
@@ -35,13 +35,13 @@ done
 # The demo's processes, from its pid files: "name pid" per line.
 world_pids() {
   local f
-  for f in "$WORLD"/run/*.pid; do [ -e "$f" ] && echo "$(basename "$f" .pid) $(cat "$f")"; done
+  for f in "$DEMO_WORLD"/run/*.pid; do [ -e "$f" ] && echo "$(basename "$f" .pid) $(cat "$f")"; done
 }
 # sanitizer_reports: the demo's logs holding one are shown (a report in the
 # suite's output fails it in tests/run.sh)
 sanitizer_reports() {
   local f
-  for f in "$WORLD"/logs/*.log; do
+  for f in "$DEMO_WORLD"/logs/*.log; do
     [ -e "$f" ] || continue
     if grep -Eq 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$f"; then
       echo "---- $f"
@@ -83,9 +83,9 @@ assert_run() {
     "✓ pvc/demo-claim is gone"
     "✓ the driver deleted the volume"
     "every step passed"
-    "export KUBECONFIG=$WORLD/kubeconfig"
+    "export KUBECONFIG=$DEMO_WORLD/kubeconfig"
     "kubectl get pv,pvc,volumeattachments,csinodes"
-    "logs: $WORLD/logs/"
+    "logs: $DEMO_WORLD/logs/"
   )
   local w
   for w in "${want[@]}"; do contains "$label: $w" "$w" "$text"; done
@@ -94,7 +94,7 @@ assert_run() {
   contains "$label: summary names ControllerUnpublishVolume" "ControllerUnpublishVolume 1" "$text"
   contains "$label: summary names DeleteVolume" "DeleteVolume 1" "$text"
   check "$label: summary saved in the logs folder" 0 "$(cmp -s <(sed -n '/^  step  /,$p' "$out") \
-    <(sed -n '/^  step  /,$p' "$WORLD/logs/summary.txt"); echo $?)"
+    <(sed -n '/^  step  /,$p' "$DEMO_WORLD/logs/summary.txt"); echo $?)"
 }
 
 t=$SECONDS
@@ -105,7 +105,7 @@ assert_run "$WORK/run1.out" "$rc" "first run"
 [ "$rc" -eq 0 ] || cat "$WORK/run1.out"
 
 # The world kubectl sees afterwards.
-KW() { kubectl --kubeconfig "$WORLD/kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
+KW() { kubectl --kubeconfig "$DEMO_WORLD/kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
 check "the world keeps running: the default StorageClass" "true" \
   "$(KW get storageclass example-hostpath -o jsonpath='{.metadata.annotations.storageclass\.kubernetes\.io/is-default-class}' 2>&1)"
 check "the world keeps running: both nodes' CSINodes" "csinode.storage.k8s.io/node-1 csinode.storage.k8s.io/node-2" \
@@ -113,9 +113,9 @@ check "the world keeps running: both nodes' CSINodes" "csinode.storage.k8s.io/no
 check "the scenario left no volume behind" "" "$(KW get pv,pvc,volumeattachments -A -o name 2>&1)"
 # Each sidecar runs with its own token and only its manifests' RBAC.
 contains "the provisioner's token may not read secrets in kube-system" "Forbidden" \
-  "$(kubectl --kubeconfig "$WORLD/run/csi-provisioner.kubeconfig" --cache-dir "$WORK/cache" get secrets -n kube-system 2>&1)"
+  "$(kubectl --kubeconfig "$DEMO_WORLD/run/csi-provisioner.kubeconfig" --cache-dir "$WORK/cache" get secrets -n kube-system 2>&1)"
 check "no sidecar was refused by RBAC" "" \
-  "$(grep -il 'forbidden' "$WORLD"/logs/csi-*.log 2>/dev/null)"
+  "$(grep -il 'forbidden' "$DEMO_WORLD"/logs/csi-*.log 2>/dev/null)"
 first=$(world_pids)
 
 # A second run replaces the first world.
@@ -141,15 +141,15 @@ out=$(demo down 2>&1)
 echo "# down: $((SECONDS - t)) s"
 check "down: quiet, every process exited 0" "" "$out"
 # A process that did not exit 0: its last lines.
-for n in $(awk '{ print $1 }' "$WORLD/logs/exit-codes" 2>/dev/null); do
+for n in $(awk '{ print $1 }' "$DEMO_WORLD/logs/exit-codes" 2>/dev/null); do
   echo "---- last lines of $n.log"
-  tail -n 15 "$WORLD/logs/$n.log"
+  tail -n 15 "$DEMO_WORLD/logs/$n.log"
 done
 left=""
 while read -r n p; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && left+="$n "; done <<<"$last"
 check "down: no process of the demo is left" "" "$left"
 check "down: no socket is left" "" "$(find "$WORK" -type s 2>/dev/null)"
-check "down: only the logs are kept" "logs" "$(ls "$WORLD" 2>&1)"
+check "down: only the logs are kept" "logs" "$(ls "$DEMO_WORLD" 2>&1)"
 check "down: a second down is harmless" "" "$(demo down 2>&1)"
 reports=$(sanitizer_reports)
 check "no sanitizer report in the demo's logs" "" "$reports"
