@@ -1478,7 +1478,9 @@ static void test_tls_unknown_ca_fails_without_retrying(void **state)
     kube_resp r = {0};
     util_duration start = util_now_mono();
     assert_int_equal(tls_get(kc, &r), -EIO);
-    assert_true(util_now_mono() - start < UTIL_SECOND);
+    /* Ten retries would back off for many seconds; one failed handshake takes
+     * milliseconds, and well under 5 s even on a machine loaded to 20+. */
+    assert_true(util_now_mono() - start < 5 * UTIL_SECOND);
     assert_int_equal(r.code, 0);
     assert_true(strstr(r.message, "certificate") || strstr(r.message, "SSL"));
     kube_resp_clear(&r);
