@@ -904,3 +904,21 @@ int prov_cap_lookup_owner(kube_client *kube, const char *ns, const char *pod, in
     free(kind);
     return rc;
 }
+
+int prov_cap_check_api(kube_client *kube)
+{
+    static const char *const lacks =
+        "--enable-capacity: the API server does not serve " PROV_CAP_GROUP_VERSION
+        " CSIStorageCapacity (Kubernetes 1.24 or newer)";
+    kube_resp r = {0};
+    int rc = kube_get(kube, "/apis/" PROV_CAP_GROUP_VERSION, &r);
+    /* NotFound: the server does not serve the group version at all */
+    bool lacking = rc < 0 ? kube_is_not_found(&r) : !prov_cap_api_served(r.body);
+    if (lacking)
+        rc = util_err_set(-ENOTSUP, "%s", lacks);
+    else if (rc < 0)
+        rc = util_err_set(rc, "--enable-capacity: cannot read the API server's discovery of %s: %s",
+                          PROV_CAP_GROUP_VERSION, r.message);
+    kube_resp_clear(&r);
+    return rc;
+}

@@ -709,3 +709,20 @@ int prov_cap_owner_step(const json_object *obj, const char *api_version, const c
                         "the ownership further",
                         api_version, kind, name, ns ? ns : "");
 }
+
+/* ---- the API at start-up ----------------------------------------------------- */
+
+bool prov_cap_api_served(const json_object *resource_list)
+{
+    if (!streq(kobj_str(resource_list, "groupVersion"), PROV_CAP_GROUP_VERSION))
+        return false;
+    json_object *res = kobj_arr(resource_list, "resources");
+    for (size_t i = 0; i < kobj_len(res); i++) {
+        json_object *r = kobj_at(res, i);
+        /* "csistoragecapacities/status" would be a subresource, not the type */
+        if (streq(kobj_str(r, "name"), "csistoragecapacities") &&
+            streq(kobj_str(r, "kind"), "CSIStorageCapacity"))
+            return true;
+    }
+    return false;
+}

@@ -72,6 +72,12 @@ int ctrl_sync_volume(prov_ctrl *c, const char *name)
             rc = ctrl_remove_finalizer(c, path, pv, PV_FINALIZER);
         goto out;
     }
+    /* Upstream's shouldDelete: being deleted without our finalizer means
+     * the volume was deleted already (the finalizer goes last); another
+     * finalizer (kubernetes.io/pv-protection on a real cluster) only keeps
+     * the object a while, and a successor must not DeleteVolume again. */
+    if (deleting && !has_fin)
+        goto out;
     const char *phase = kobj_path_str(pv, "status.phase");
     if (!phase || strcmp(phase, "Released") != 0) {
         if (!has_fin && !deleting)

@@ -270,6 +270,10 @@ static void setup_capacity(sidecar *s, const struct flags *fl, const csi_caps *c
     free(ua);
     if (rc < 0)
         die(util_err_last());
+    /* A server without the v1 type (before 1.24) would leave the capacity
+     * informer waiting for a sync that never comes. */
+    if (prov_cap_check_api(*client) < 0)
+        die(util_err_last());
     const char *ns = getenv("NAMESPACE");
     if (fl->capacity_ownerref_level >= 0) {
         if (prov_cap_lookup_owner(*client, ns, getenv("POD_NAME"), fl->capacity_ownerref_level,

@@ -231,6 +231,11 @@ bool prov_pv_sync_idle(const json_object *pv, const char *driver)
     const char *policy = kobj_path_str(pv, "spec.persistentVolumeReclaimPolicy");
     if (!policy || strcmp(policy, "Delete") != 0)
         return !has_fin;
+    /* Being deleted without our finalizer: the volume is gone already
+     * (upstream shouldDelete); another finalizer such as
+     * kubernetes.io/pv-protection merely keeps the object a while. */
+    if (kobj_deleting(pv) && !has_fin)
+        return true;
     const char *phase = kobj_path_str(pv, "status.phase");
-    return (!phase || strcmp(phase, "Released") != 0) && (has_fin || kobj_deleting(pv));
+    return (!phase || strcmp(phase, "Released") != 0) && has_fin;
 }

@@ -380,9 +380,10 @@ int prov_build_pv(const prov_config *cfg, const json_object *pvc, const json_obj
 /*
  * Whether a sync of this PV by the volume controller would find nothing to
  * do whatever else it looked at: not provisioned by `driver`; a Retain or
- * Recycle volume without our finalizer; or a Delete volume that is not
- * Released and already has the finalizer (or is being deleted). The watch
- * handler skips waking a worker for such a change.
+ * Recycle volume without our finalizer; a Delete volume being deleted
+ * without our finalizer (its volume was deleted: upstream's shouldDelete);
+ * or a Delete volume that is not Released and already has the finalizer.
+ * The watch handler skips waking a worker for such a change.
  */
 bool prov_pv_sync_idle(const json_object *pv, const char *driver);
 
@@ -817,6 +818,14 @@ int prov_cap_owner_step(const json_object *obj, const char *api_version, const c
 char *prov_cap_owner_path(const char *api_version, const char *kind, const char *ns,
                           const char *name);
 
+/* The group and version of the CSIStorageCapacity objects written (storage.k8s.io/v1:
+ * Kubernetes 1.24 or newer). */
+#define PROV_CAP_GROUP_VERSION "storage.k8s.io/v1"
+
+/* Whether `resource_list`, the API server's discovery document (APIResourceList) of
+ * PROV_CAP_GROUP_VERSION, lists the csistoragecapacities resource of kind CSIStorageCapacity. */
+bool prov_cap_api_served(const json_object *resource_list);
+
 /* ---- the capacity controller (capacity.c) ---- */
 
 typedef struct prov_cap prov_cap;
@@ -855,5 +864,13 @@ void prov_cap_stop(prov_cap *c);
  */
 int prov_cap_lookup_owner(kube_client *kube, const char *ns, const char *pod, int levels,
                           json_object **ref);
+
+/*
+ * The start-up check of --enable-capacity: reads the API server's discovery of
+ * PROV_CAP_GROUP_VERSION and fails (-ENOTSUP, or the request's error) with one line
+ * saying what the server lacks when it does not serve CSIStorageCapacity there
+ * (prov_cap_api_served): without it the informer would wait for a sync that never comes.
+ */
+int prov_cap_check_api(kube_client *kube);
 
 #endif

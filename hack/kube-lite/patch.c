@@ -706,7 +706,8 @@ static void smp_order(json_object **merged, const json_object *patch, const json
                       const char *key)
 {
     size_t n = json_object_array_length(*merged), np = 0, ns = 0;
-    json_object **pi = util_calloc(n + 1, sizeof(*pi)), **so = util_calloc(n + 1, sizeof(*so));
+    json_object **pi = util_calloc(n + 1, sizeof(json_object *)),
+                **so = util_calloc(n + 1, sizeof(json_object *));
     long *pidx = util_calloc(n + 1, sizeof(*pidx));
     for (size_t i = 0; i < n; i++) {
         json_object *el = json_object_array_get_idx(*merged, i);

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# worlds: kube-lite kubernetes
 # Storage capacity tracking end to end (--enable-capacity): kube-lite (HTTPS,
 # bearer tokens, RBAC), the example CSI driver with topology and csi-provisioner
 # running with the service-account token that manifests/provisioner/rbac.yaml
@@ -9,6 +10,11 @@
 # --capacity-ownerref-level, no write while nothing changes.
 #
 #   tests/e2e/test_capacity.sh <build-dir>
+#
+# CSIStorageCapacity is storage.k8s.io/v1 from Kubernetes 1.24 on, so with
+# WORLD=kubernetes (the real control plane 1.20) only one scenario runs: the
+# provisioner with --enable-capacity refuses to start, with exit code 1 and one
+# line saying what the API server lacks.
 #
 # Prints "ok"/"FAIL" per check and ends with "N passed, N failed"; exits
 # non-zero when a check failed. Every process started here is stopped with
@@ -75,6 +81,49 @@ cat >"$WORK/tokens.csv" <<EOF
 admin-token,admin,1,"system:masters"
 provisioner-token,$SA_USER,2
 EOF
+
+# ---- the real control plane 1.20: --enable-capacity fails fast ---------------------------------
+
+# 1.20 has no CSIStorageCapacity in storage.k8s.io/v1 (only v1alpha1, behind a feature gate):
+# the provisioner must say so at start-up and exit 1, not wait for a cache that never syncs.
+if on_real; then
+  if ! world_up --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
+    --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
+    --authorization-mode RBAC --kubeconfig-token admin-token; then
+    finish
+  fi
+  sed 's/token: admin-token/token: provisioner-token/' "$WORK/admin.kubeconfig" >"$WORK/provisioner.kubeconfig"
+  if K apply -f "$ROOT/manifests/provisioner/rbac.yaml" >"$WORK/rbac.out" 2>&1; then ok "rbac.yaml applies"; else bad "rbac.yaml applies" "$(cat "$WORK/rbac.out")"; fi
+  REFUSED0=$(requests '.*' '.*' '40[13]' "$SA_USER")
+  mkdir -p "$WORK/drv/state"
+  start drv "$DRV" --endpoint "unix://$WORK/drv/csi.sock" --state-dir "$WORK/drv/state" \
+    --drivername cap.csi.example.com --nodeid node-1 --capacity 10Gi \
+    --plugin-caps CONTROLLER_SERVICE --controller-caps CREATE_DELETE_VOLUME,GET_CAPACITY
+  drv_up() { grep -qs 'serving on' "$WORK/drv.log" || ! alive drv; }
+  if wait_for 30 drv_up && alive drv; then ok "the driver serves"; else bad "the driver starts" "$(cat "$WORK/drv.log")"; fi
+  NAMESPACE=$NS start prov "$PROV" --kubeconfig "$WORK/provisioner.kubeconfig" \
+    --csi-address "$WORK/drv/csi.sock" --enable-capacity --capacity-ownerref-level=-1
+  gone() { ! alive prov; }
+  expect "--enable-capacity on 1.20: the provisioner exits at start-up" 60 gone
+  stop prov
+  check "with exit code 1" 1 "${RC[prov]:-none}"
+  check "and one line saying what the API server lacks" \
+    "csi-provisioner: --enable-capacity: the API server does not serve storage.k8s.io/v1 CSIStorageCapacity (Kubernetes 1.24 or newer)" \
+    "$(grep -v '^I[0-9]' "$WORK/prov.log")"
+  check "its discovery request was allowed (no 401/403)" "$REFUSED0" "$(requests '.*' '.*' '40[13]' "$SA_USER")"
+  stop drv
+  check "drv exits 0 on SIGTERM" 0 "${RC[drv]:-none}"
+  for n in "${NAMES[@]}"; do
+    if grep -Eq 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$WORK/$n.log"; then
+      bad "$n: sanitizer report"
+      cat "$WORK/$n.log"
+    fi
+  done
+  finish
+fi
+
+# ---- everything else: kube-lite -------------------------------------------------------------
+
 start kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubeconfig" \
   --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
   --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \

@@ -8,6 +8,10 @@
 #
 #   tests/e2e/test_capacity_node.sh <build-dir>
 #
+# kube-lite only: CSIStorageCapacity is storage.k8s.io/v1 from Kubernetes 1.24
+# on, and the real control plane here is 1.20 (test_capacity.sh checks there
+# that --enable-capacity refuses to start).
+#
 # Each node must publish exactly one CSIStorageCapacity per
 # WaitForFirstConsumer class: its own segment in nodeTopology, its own
 # managed-by label (external-provisioner-<node>), its own driver's capacity,

@@ -855,9 +855,56 @@ static void test_owner_path_table(void **state)
     }
 }
 
+/* --enable-capacity's start-up check reads the discovery of storage.k8s.io/v1:
+ * Kubernetes 1.24 lists csistoragecapacities there, 1.20 does not (its alpha type
+ * lives in v1alpha1 behind a gate). */
+static void test_api_served_table(void **state)
+{
+    (void)state;
+#define RL(gv, res) "{`kind`:`APIResourceList`,`groupVersion`:`" gv "`,`resources`:[" res "]}"
+#define RES(n, k)   "{`name`:`" n "`,`namespaced`:true,`kind`:`" k "`,`verbs`:[`get`]}"
+    static const struct {
+        const char *name, *list;
+        bool served;
+    } rows[] = {
+        {"1.24 and newer list it",
+         RL("storage.k8s.io/v1",
+            RES("csidrivers", "CSIDriver") "," RES("csistoragecapacities", "CSIStorageCapacity")),
+         true},
+        {"1.20 does not",
+         RL("storage.k8s.io/v1",
+            RES("csidrivers", "CSIDriver") "," RES("csinodes", "CSINode") "," RES(
+                "storageclasses",
+                "StorageClass") "," RES("volumeattachments",
+                                        "VolumeAttachment") "," RES("volumeattachments/status",
+                                                                    "VolumeAttachment")),
+         false},
+        {"only a status subresource is not the type",
+         RL("storage.k8s.io/v1", RES("csistoragecapacities/status", "CSIStorageCapacity")), false},
+        {"another kind under the name is not the type",
+         RL("storage.k8s.io/v1", RES("csistoragecapacities", "Other")), false},
+        {"the beta version is not v1",
+         RL("storage.k8s.io/v1beta1", RES("csistoragecapacities", "CSIStorageCapacity")), false},
+        {"no resources", RL("storage.k8s.io/v1", ""), false},
+        {"resources of the wrong type", "{`groupVersion`:`storage.k8s.io/v1`,`resources`:{}}",
+         false},
+        {"not a resource list", "{`kind`:`Status`,`code`:404}", false},
+    };
+#undef RL
+#undef RES
+    for (size_t i = 0; i < N_ROWS(rows); i++) {
+        json_object *o = J(rows[i].list);
+        if (prov_cap_api_served(o) != rows[i].served)
+            fail_msg("[%s] want served=%d", rows[i].name, rows[i].served);
+        json_object_put(o);
+    }
+    assert_false(prov_cap_api_served(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_api_served_table),
         cmocka_unit_test(test_class_wanted_table),
         cmocka_unit_test(test_node_segment_table),
         cmocka_unit_test(test_items_segments_times_classes_table),

@@ -2128,6 +2128,14 @@ static void test_pv_sync_idle_table(void **state)
          PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), PHASE("Released"), FIN, DEL), false},
         {"delete_released_without_finalizer_is_work",
          PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), PHASE("Released"), "", ""), false},
+        /* upstream shouldDelete: our finalizer goes last, after DeleteVolume;
+         * kubernetes.io/pv-protection keeps the object on a real cluster */
+        {"delete_released_deleting_without_our_finalizer_was_deleted",
+         PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), PHASE("Released"),
+             ",`finalizers`:[`kubernetes.io/pv-protection`]", DEL),
+         true},
+        {"delete_released_deleting_without_any_finalizer_was_deleted",
+         PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), PHASE("Released"), "", DEL), true},
         {"delete_failed_with_finalizer",
          PVT(BY("d.csi"), DRV("d.csi"), POL("Delete"), PHASE("Failed"), FIN, ""), true},
     };
