@@ -239,13 +239,25 @@ metadata:
   name: demo:kubelet
 rules:
   - apiGroups: [""]
-    resources: ["nodes"]
+    resources: ["nodes", "nodes/status"]
     verbs: ["get", "list", "watch", "create", "update", "patch"]
+  - apiGroups: [""]
+    resources: ["pods"]
+    verbs: ["get", "list", "watch", "delete"]
+  - apiGroups: [""]
+    resources: ["pods/status"]
+    verbs: ["patch", "update"]
+  - apiGroups: [""]
+    resources: ["persistentvolumeclaims", "persistentvolumes", "secrets"]
+    verbs: ["get"]
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    verbs: ["get", "create", "update", "patch"]
   - apiGroups: ["storage.k8s.io"]
     resources: ["csinodes"]
     verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
   - apiGroups: ["storage.k8s.io"]
-    resources: ["csidrivers"]
+    resources: ["csidrivers", "volumeattachments"]
     verbs: ["get", "list", "watch"]
   - apiGroups: [""]
     resources: ["events"]
@@ -528,14 +540,14 @@ cmd_up() {
     mkdir -p "$nd/plugins/$DRIVER" "$nd/plugins_registry" "$D/state/$n"
     launch "example-csi-driver-$n" "$DRV" --drivername "$DRIVER" \
       --endpoint "unix://$nd/plugins/$DRIVER/csi.sock" --state-dir "$D/state/$n" \
-      --nodeid "$n" --topology "$ZONE_KEY=zone-$k" --capacity 10Gi
+      --nodeid "$n" --topology "$ZONE_KEY=zone-$k" --capacity 10Gi --backend-dir "$D/state/controller"
     preg=${ports[$((k + 1))]}
     echo "$preg" >"$D/run/csi-node-driver-registrar-$n.port"
     launch "csi-node-driver-registrar-$n" "$REG" --csi-address "$nd/plugins/$DRIVER/csi.sock" \
       --kubelet-registration-path "$nd/plugins/$DRIVER/csi.sock" \
       --plugin-registration-path "$nd/plugins_registry" --http-endpoint "127.0.0.1:$preg" -v=2
     launch "kubelet-sim-$n" "$KSIM" --kubeconfig "$D/run/kubelet-$n.kubeconfig" --node-name "$n" \
-      --plugins-registry-dir "$nd/plugins_registry" --register-node -v=2
+      --plugins-registry-dir "$nd/plugins_registry" --root-dir "$nd/kubelet" --register-node -v=2
     k=$((k + 1))
   done
   wait_until 30 "csi-provisioner is healthy (:$pprov/healthz/leader-election)" healthy "$pprov" /healthz/leader-election
@@ -611,23 +623,32 @@ EOF
   PV=$(q "$(obj PersistentVolumeClaim demo-claim) | .spec.volumeName // \"\"")
   check "pv/$PV is in $POD_NODE's zone (nodeAffinity $ZONE_KEY=zone-2)" pv_zone "$PV" zone-2
   check "the driver created the volume in zone-2" drv_zone zone-2
-  check "pod/demo-pod is on $POD_NODE" pod_node_is "$POD_NODE"
+  # kube-scheduler binds the pod after the claim is Bound (its volume binding
+  # waits for that): wait, do not read once.
+  wait_until 30 "pod/demo-pod is on $POD_NODE" pod_node_is "$POD_NODE"
   check "pvc/demo-claim: volume.kubernetes.io/selected-node is $POD_NODE" selected_node_is "$POD_NODE"
   show_phases
   step_end "provisioned"
 
-  step_begin "the volume is attached to $POD_NODE"
+  step_begin "attached to $POD_NODE, staged and published there by its kubelet"
   wait_until 30 "a VolumeAttachment for $PV on $POD_NODE is attached" va_attached "$PV"
   check "the driver holds the publication on $POD_NODE" drv_published "$POD_NODE"
+  HANDLE=$(q "$(obj PersistentVolume "$PV") | .spec.csi.volumeHandle // \"\"")
+  wait_until 30 "pod/demo-pod is Running (kubelet-sim on $POD_NODE)" pod_running
+  check "node/$POD_NODE lists the volume in status.volumesInUse" in_use_is "$POD_NODE" "kubernetes.io/csi/$DRIVER^$HANDLE"
+  check "the driver on $POD_NODE staged the volume and published it into the pod" node_drv_is "$POD_NODE" "true 1"
   show_phases
-  step_end "attached"
+  step_end "attached, mounted"
 
-  step_begin "pod deleted → detach"
+  step_begin "pod deleted → unpublish, unstage, detach"
   K delete pod demo-pod -n "$NS" --wait=false >/dev/null
+  wait_until 30 "the driver on $POD_NODE unpublished and unstaged the volume" node_drv_is "$POD_NODE" ""
+  wait_until 30 "pod/demo-pod is gone (kubelet-sim removed it)" gone Pod demo-pod
+  check "node/$POD_NODE no longer lists the volume in volumesInUse" in_use_is "$POD_NODE" ""
   wait_until 30 "the VolumeAttachment is gone" no_va
   check "the driver holds no publication" drv_published ""
   show_phases
-  step_end "detached"
+  step_end "unmounted, detached"
 
   step_begin "claim deleted → DeleteVolume"
   K delete pvc demo-claim -n "$NS" --wait=false >/dev/null
@@ -680,6 +701,15 @@ node_annotated() {
     --arg d "$DRIVER")" = "$1" ]
 }
 node_label() { [ "$(q "$(obj Node "$1") | .metadata.labels[\$k]" --arg k "$ZONE_KEY")" = "$2" ]; }
+pod_running() { snap && [ "$(q "$(obj Pod demo-pod) | .status.phase // \"\"")" = Running ]; }
+in_use_is() { [ "$(q "$(obj Node "$1") | .status.volumesInUse // [] | join(\",\")")" = "$2" ]; }
+# node_drv_is NODE WANT: what the node's driver process holds, one
+# "<staged> <targets>" per volume it has staged or published ("true 1": staged
+# and published into one pod; "": nothing)
+node_drv_is() {
+  [ "$(drv "$1" '[.volumes[] | select(.staged != null or ((.node_publications // []) | length > 0))
+    | "\(.staged != null) \((.node_publications // []) | length)"] | join(",")')" = "$2" ]
+}
 pod_node_is() { snap && [ "$(q "$(obj Pod demo-pod) | .spec.nodeName // \"\"")" = "$1" ]; }
 selected_node_is() {
   [ "$(q "$(obj PersistentVolumeClaim demo-claim) | .metadata.annotations[\"volume.kubernetes.io/selected-node\"] // \"\"")" = "$1" ]

@@ -198,6 +198,15 @@ void drv_store_unlock(drv_store *s);
  * `v` is the volume whose fields changed (its cached JSON is dropped);
  * NULL when only volumes or snapshots were added or removed. */
 void drv_store_changed(drv_store *s, drv_volume *v);
+/*
+ * With the store locked: the volume `id` brought up to date with the driver
+ * process whose state directory is `backend_dir` (its state.json), so that a
+ * node process stages and publishes what the controller process created and
+ * published, as the node of a networked backend would. A volume the backend
+ * holds is added when missing; its storage path and controller publications
+ * become the backend's. Returns this model's volume (NULL: neither holds it).
+ */
+drv_volume *drv_store_import(drv_store *s, drv_model *m, const char *backend_dir, const char *id);
 void drv_store_count_call(drv_store *s, drv_method m);
 /* Waits for durability as described above. A state that cannot be written
  * ends the process (fail-stop keeps what callers were told true). */
@@ -250,6 +259,7 @@ typedef struct drv_config {
     bool sync;
     bool unpublish_missing_ok;
     const char *publish_secret; /* "key=value" or NULL */
+    const char *backend_dir;    /* --backend-dir; NULL: none */
 } drv_config;
 
 typedef struct drv {

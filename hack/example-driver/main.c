@@ -157,6 +157,8 @@ static int build_config(drv_config *cfg, const struct flag_values *fv)
                             "--drivername \"%s\": want at most 63 alphanumerics, '-' and '.', "
                             "starting and ending alphanumeric",
                             cfg->driver_name);
+    if (cfg->backend_dir && !*cfg->backend_dir)
+        cfg->backend_dir = NULL;
     if (!cfg->node_id || !*cfg->node_id)
         return util_err_set(-EINVAL, "--nodeid must not be empty");
     if ((r = parse_bytes(fv->capacity, &cfg->capacity)) < 0)
@@ -233,6 +235,10 @@ int main(int argc, char **argv)
     util_flags_string(f, "fault", &fv.fault,
                       "fault injection, Method:rule;... with rules delay=<duration>, "
                       "fail=<n>:<CODE>[:<message>], crash=<n>[:before|:after]");
+    util_flags_string(f, "backend-dir", &cfg.backend_dir,
+                      "state directory of the process serving this driver's controller: "
+                      "NodeStageVolume and NodePublishVolume find volumes this process does not "
+                      "hold there, as the node of a networked backend would; empty: none");
     util_flags_bool(f, "sync", &cfg.sync,
                     "fsync state.json after every change (false only for benchmarks)");
     util_flags_bool(f, "unpublish-missing-ok", &cfg.unpublish_missing_ok,

@@ -64,10 +64,19 @@ static const char *check_path(const char *path, const char *what)
 
 /* ---- NodeStageVolume / NodeUnstageVolume ------------------------------------------- */
 
+/* The volume a NodeStage or NodePublish names; with --backend-dir as the
+ * controller process holds it now (it may have been published since). */
+static drv_volume *node_volume(drv *d, drv_model *m, const char *id)
+{
+    if (d->cfg->backend_dir)
+        return drv_store_import(d->store, m, d->cfg->backend_dir, id);
+    return drv_model_volume(m, id);
+}
+
 static void stage_locked(drv *d, drv_model *m, const Csi__V1__NodeStageVolumeRequest *req,
                          const drv_cap *cap, csi_reply *reply)
 {
-    drv_volume *v = drv_model_volume(m, req->volume_id);
+    drv_volume *v = node_volume(d, m, req->volume_id);
     if (!v) {
         csi_reply_error(reply, CSI_NOT_FOUND, "volume %s does not exist", req->volume_id);
         return;
@@ -192,7 +201,7 @@ static int make_target(const char *path, int access_type)
 static void publish_locked(drv *d, drv_model *m, const Csi__V1__NodePublishVolumeRequest *req,
                            const drv_cap *cap, csi_reply *reply)
 {
-    drv_volume *v = drv_model_volume(m, req->volume_id);
+    drv_volume *v = node_volume(d, m, req->volume_id);
     if (!v) {
         csi_reply_error(reply, CSI_NOT_FOUND, "volume %s does not exist", req->volume_id);
         return;

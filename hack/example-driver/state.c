@@ -584,6 +584,26 @@ static void load_cap(json_object *o, drv_cap *c)
     c->flags_hash = hash ? strtoull(hash, NULL, 16) : 0;
 }
 
+/* The controller publications of the volume document `o` into `v` (none yet). */
+static void load_pubs(json_object *o, drv_volume *v)
+{
+    json_object *arr = kobj_arr(o, "publications");
+    size_t n = kobj_len(arr);
+    if (!arr)
+        return;
+    v->pubs = util_calloc(n ? n : 1, sizeof(*v->pubs));
+    for (size_t i = 0; i < n; i++) {
+        json_object *p = kobj_at(arr, i);
+        const char *node = kobj_str(p, "node_id");
+        if (!node)
+            continue;
+        drv_pub *pub = &v->pubs[v->n_pubs++];
+        pub->node_id = util_strdup(node);
+        pub->readonly = kobj_bool(p, "readonly", false);
+        load_cap(p, &pub->cap);
+    }
+}
+
 static int load_volume(drv_store *s, json_object *o)
 {
     const char *id = kobj_str(o, "id"), *name = kobj_str(o, "name");
@@ -603,20 +623,7 @@ static int load_volume(drv_store *s, json_object *o)
         v->src_type = type && strcmp(type, "snapshot") == 0 ? DRV_SRC_SNAPSHOT : DRV_SRC_VOLUME;
         v->src_id = util_strdup(kobj_str(src, "id"));
     }
-    if ((arr = kobj_arr(o, "publications")) != NULL) {
-        size_t n = kobj_len(arr);
-        v->pubs = util_calloc(n ? n : 1, sizeof(*v->pubs));
-        for (size_t i = 0; i < n; i++) {
-            json_object *p = kobj_at(arr, i);
-            const char *node = kobj_str(p, "node_id");
-            if (!node)
-                continue;
-            drv_pub *pub = &v->pubs[v->n_pubs++];
-            pub->node_id = util_strdup(node);
-            pub->readonly = kobj_bool(p, "readonly", false);
-            load_cap(p, &pub->cap);
-        }
-    }
+    load_pubs(o, v);
     if ((st = kobj_obj(o, "staged")) != NULL && kobj_str(st, "staging_target_path")) {
         v->staged_path = util_strdup(kobj_str(st, "staging_target_path"));
         load_cap(st, &v->staged_cap);
@@ -644,6 +651,49 @@ static int load_volume(drv_store *s, json_object *o)
     }
     drv_model_add_volume(&s->model, v);
     return 0;
+}
+
+drv_volume *drv_store_import(drv_store *s, drv_model *m, const char *backend_dir, const char *id)
+{
+    drv_volume *v = drv_model_volume(m, id);
+    char *path = util_asprintf("%s/state.json", backend_dir);
+    json_object *root = json_object_from_file(path);
+    json_object *arr = kobj_arr(root, "volumes"), *found = NULL;
+    for (size_t i = 0; !found && i < kobj_len(arr); i++) {
+        const char *vid = kobj_str(kobj_at(arr, i), "id");
+        if (vid && strcmp(vid, id) == 0)
+            found = kobj_at(arr, i);
+    }
+    const char *name = kobj_str(found, "name");
+    if (found && name && !strchr(id, '/') && id[0] != '.') {
+        if (!v) {
+            v = util_calloc(1, sizeof(*v));
+            v->id = util_strdup(id);
+            v->name = util_strdup(name);
+            v->capacity = ji64(found, "capacity_bytes");
+            v->access_type = drv_access_from_name(kobj_str(found, "access_type"));
+            load_kvs(found, "parameters", &v->params);
+            load_kvs(found, "topology", &v->topology);
+            drv_model_add_volume(m, v);
+            obs_v(2, "volume %s found in %s", id, path);
+        }
+        /* The storage and the controller publications are the backend's:
+         * the device path ControllerPublish returned names its folder. */
+        free(v->path);
+        v->path = util_asprintf("%s/volumes/%s", backend_dir, id);
+        for (size_t i = 0; i < v->n_pubs; i++) {
+            free(v->pubs[i].node_id);
+            drv_cap_free(&v->pubs[i].cap);
+        }
+        free(v->pubs);
+        v->pubs = NULL;
+        v->n_pubs = 0;
+        load_pubs(found, v);
+        drv_store_changed(s, v);
+    }
+    json_object_put(root);
+    free(path);
+    return v;
 }
 
 static int load_state(drv_store *s)

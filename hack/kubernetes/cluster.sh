@@ -237,6 +237,8 @@ omitStages: [RequestReceived, ResponseStarted]
 rules:
 - level: Metadata
 EOF
+# --allow-privileged: the node plugins of manifests/ run privileged, as on
+# every kubeadm cluster.
 for try in 1 2 3 4 5; do
   AP=$(free_port)
   : >"$DIR/logs/kube-apiserver.log"
@@ -245,7 +247,7 @@ for try in 1 2 3 4 5; do
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$AP" --insecure-port 0 \
     --tls-cert-file "$PKI/server.crt" --tls-private-key-file "$PKI/server.key" \
     --client-ca-file "$PKI/ca.crt" --token-auth-file "$PKI/tokens.csv" \
-    --authorization-mode Node,RBAC \
+    --authorization-mode Node,RBAC --allow-privileged=true \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range 10.0.0.0/24 --cert-dir "$DIR/run/apiserver-certs" \

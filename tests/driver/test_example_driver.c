@@ -1844,6 +1844,41 @@ static void test_node_stage_publish_unpublish_unstage_round_trip(void **state)
     free(id);
 }
 
+/* A node process with --backend-dir stages and publishes what another
+ * process (the controller) created and published, and nothing else. */
+static void test_backend_dir_node_stages_what_the_controller_published(void **state)
+{
+    (void)state;
+    dproc *ctrl = dstart(NULL);
+    char *flag = util_asprintf("--backend-dir=%s", ctrl->dir);
+    dproc *node = dstart(FLAGS(flag));
+    char *id = new_volume(ctrl, nm("pvc"), 0);
+    char *staging = scratch("staging");
+    char *target = util_asprintf("%s/%s/mount", th_tmpdir(), nm("pod"));
+    char *dev = NULL;
+    assert_int_equal(nstage(node, id, staging, SNW, NULL), CSI_FAILED_PRECONDITION);
+    assert_int_equal(cpub_full(ctrl, id, "node-1", false, SNW, false, &dev), CSI_OK);
+    assert_int_equal(nstage(node, id, staging, SNW, dev), CSI_OK);
+    assert_int_equal(npublish(node, id, staging, target, SNW, false), CSI_OK);
+    assert_true(is_dir(target));
+    assert_int_equal(nunpublish(node, id, target), CSI_OK);
+    assert_int_equal(nunstage(node, id, staging), CSI_OK);
+    assert_int_equal(cunpub(ctrl, id, "node-1"), CSI_OK);
+    /* Detached meanwhile: the node sees it at once. */
+    assert_int_equal(nstage(node, id, staging, SNW, dev), CSI_FAILED_PRECONDITION);
+    assert_int_equal(nstage(node, "vol-0000000000000000", staging, SNW, NULL), CSI_NOT_FOUND);
+    /* Without the flag a process knows only its own volumes. */
+    assert_int_equal(nstage(shared, id, staging, SNW, dev), CSI_NOT_FOUND);
+    assert_int_equal(delete_volume(ctrl, id), CSI_OK);
+    free(dev);
+    free(target);
+    free(staging);
+    free(id);
+    free(flag);
+    dfree(node);
+    dfree(ctrl);
+}
+
 static void test_node_get_volume_stats_reports_usage_where_the_volume_is(void **state)
 {
     (void)state;
@@ -2505,6 +2540,7 @@ int main(void)
         cmocka_unit_test(test_node_stage_before_controller_publish_is_failed_precondition),
         cmocka_unit_test(test_node_stage_with_another_publish_context_is_invalid_argument),
         cmocka_unit_test(test_node_stage_unknown_volume_is_not_found),
+        cmocka_unit_test(test_backend_dir_node_stages_what_the_controller_published),
         cmocka_unit_test(test_node_stage_missing_fields_are_invalid_argument),
         cmocka_unit_test(test_node_stage_incompatible_is_already_exists),
         cmocka_unit_test(test_node_stage_at_a_second_path_is_failed_precondition),

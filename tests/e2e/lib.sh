@@ -112,7 +112,7 @@ has_event() { local e; e=$(events "$1"); [[ "$e" == *"$2"* ]]; }
 phase_is() { [ "$(jp "$1" "$2" '{.status.phase}')" = "$3" ]; }
 is_gone() { local out; out=$(K get "$1" "$2" -o name 2>&1); [[ "$out" == *NotFound* ]]; }
 drv_calls() { drv "$1" "s.get('calls', {}).get('$2', 0)"; }
-kl_up() { grep -q 'serving on http' "$WORK/kube-lite.log" || ! alive kube-lite; }
+kl_up() { grep -qs 'serving on http' "$WORK/kube-lite.log" || ! alive kube-lite; }
 KP() { kubectl --kubeconfig "$WORK/provisioner.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
 # ready NAME: the provisioner runs its controllers (or says why not)
 ready() {
