@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# csi-node-driver-registrar in kubelet mode, end to end: kube-lite, the
-# example CSI driver, kubelet-sim (the kubelet's side of plugin registration)
-# and the registrar, checked with kubectl, the registration socket itself
-# (tests/e2e/reg_tool) and /healthz.
+# csi-node-driver-registrar in kubelet mode, end to end: kube-lite (HTTPS,
+# bearer tokens) or the real control plane, the example CSI driver,
+# kubelet-sim (the kubelet's side of plugin registration, which also
+# registers the Node) and the registrar, checked through the API with curl
+# and jq, the registration socket itself (tests/e2e/reg_tool) and /healthz.
 #
-#   tests/e2e/test_registrar.sh <build-dir>
+#   tests/e2e/test_registrar.sh <build-dir>      (WORLD=kubernetes: on the real control plane)
+#
+# worlds: kube-lite kubernetes
 #
 # Prints "ok"/"FAIL" per check and ends with "N passed, N failed". Every
 # process started here is stopped and must exit as the check expects.
@@ -29,8 +32,11 @@ SOCK="$REGDIR/$DRIVER-reg.sock"
 
 trap cleanup EXIT
 
-for tool in jq curl; do
+for tool in jq curl openssl; do
   command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; finish; }
+done
+for b in "$KL" "$DRV" "$SIM" "$REG" "$TOOL"; do
+  [ -x "$b" ] || { bad "$b is built (make)"; finish; }
 done
 
 # ---- flag rules (no cluster needed) -------------------------------------------------------
@@ -50,14 +56,16 @@ out=$("$REG" --node-registration=direct --csi-address=/nonexistent.sock 2>&1)
 check "direct mode without a node name exits 1 with one line" 1 "$(printf '%s\n' "$out" | grep -c 'needs the node name')"
 contains "--version prints the binary's name" "csi-node-driver-registrar" "$("$REG" --version 2>&1)"
 
-# ---- the world: kube-lite, driver, kubelet-sim ----------------------------------------------
+# ---- the world: kube-lite or the real control plane, driver, kubelet-sim ------------------------
 
 mkdir -p "$REGDIR" "$WORK/drv/state"
-start kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubeconfig"
-if ! wait_for 20 grep -q 'serving on' "$WORK/kube-lite.log"; then
-  bad "kube-lite starts" "$(cat "$WORK/kube-lite.log")"
-  finish
-fi
+# In kubelet mode only kubelet-sim talks to the API (as the admin here): the
+# registrar needs no credentials and no RBAC.
+"$ROOT/hack/kube-lite/gen-certs.sh" "$WORK/pki" >/dev/null
+echo 'admin-token,admin,1,"system:masters"' >"$WORK/tokens.csv"
+world_up --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
+  --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
+  --kubeconfig-token admin-token || finish
 start_driver() {
   start drv "$DRV" --endpoint "unix://$WORK/drv/csi.sock" --state-dir "$WORK/drv/state" \
     --drivername "$DRIVER" --nodeid "$NODE-id" --topology topology.example.com/zone=z1 \
@@ -66,8 +74,7 @@ start_driver() {
 }
 start_driver
 start sim "$SIM" --kubeconfig "$WORK/admin.kubeconfig" --node-name "$NODE" \
-  --plugins-registry-dir "$REGDIR" -v=2
-expect "kubelet-sim registers its Node" 20 grep -q 'watching' "$WORK/sim.log"
+  --plugins-registry-dir "$REGDIR" --root-dir "$WORK/root" -v=2
 
 # start_reg NAME [ARGS...]: a registrar for the driver, /healthz on a free port
 start_reg() {
@@ -81,16 +88,20 @@ health_port() { sed -n 's/.*Serving \/healthz on .*(port \([0-9]*\)).*/\1/p' "$W
 healthz() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$(health_port "$1")/healthz"; }
 is_red() { local c; c=$(healthz "$1"); [ "$c" != 200 ] && [ "$c" != 000 ]; }
 # Reads with curl and jq: kubectl's and python's start-up is what a busy machine makes slow.
-api() { curl -s --max-time 10 "$(sed -n 's/^kube-lite: serving on //p' "$WORK/kube-lite.log")$1"; }
+api() { acurl "$1"; }
 node_json() { api "/api/v1/nodes/$NODE"; }
 csinode_json() { api "/apis/storage.k8s.io/v1/csinodes/$NODE"; }
 zone_label() { node_json | jq -r '.metadata.labels["topology.example.com/zone"] // ""'; }
 nodeid_ann() { node_json | jq -r '.metadata.annotations["csi.volume.kubernetes.io/nodeid"] // ""'; }
 has_nodeid() { [ "$(nodeid_ann)" = "{\"$DRIVER\":\"$NODE-id\"}" ]; }
 no_nodeid() { [ -z "$(nodeid_ann)" ]; }
-csinode_drivers() { csinode_json | jq -c '.spec.drivers'; }
+# An empty drivers list is [] from kube-lite and null from kube-apiserver (etcd's
+# protobuf keeps no empty list): both mean no entry.
+csinode_drivers() { csinode_json | jq -c '.spec.drivers // []'; }
 registrations() { grep -c 'Registered driver' "$WORK/sim.log"; }
 EXPECT_LAST="$WORK/last"
+sim_up() { grep -q 'watching' "$WORK/sim.log" && [ "$(node_json | jq -r '.metadata.name // ""')" = "$NODE" ]; }
+expect "kubelet-sim registers its Node" 20 sim_up
 
 # ---- registration ------------------------------------------------------------------------
 
@@ -124,7 +135,11 @@ check "topology labels stay (other drivers may share them)" z1 "$(zone_label)"
 n0=$(registrations)
 start_reg reg2
 expect "a restarted registrar is registered again" 30 has_nodeid
-stop reg2 KILL
+# The Node is written before the CSINode, kubelet-sim's log line and the
+# notification: wait for the last, so the SIGKILL lands on a finished
+# registration (n1 below counts it, and the next registration is reg3's).
+expect "... and hears NotifyRegistrationStatus(true)" 10 grep -q 'registered with the kubelet' "$WORK/reg2.log"
+stop reg2 KILL 2>/dev/null # (bash would report the kill)
 check "SIGKILL leaves the socket behind" present "$([ -S "$SOCK" ] && echo present || echo gone)"
 n1=$(registrations)
 start_reg reg3
@@ -168,6 +183,9 @@ no_nodeid && ok "... and nothing was left registered" || bad "... and nothing wa
 faults "$WORK/drv" ""
 start_reg reg5
 expect "the restarted container registers" 30 has_nodeid
+# kubelet-sim has four workers: the duplicate below is only refused once
+# reg5's registration is on record, which the notification comes after.
+expect "... and hears NotifyRegistrationStatus(true)" 10 grep -q 'registered with the kubelet' "$WORK/reg5.log"
 
 # ---- kubelet-sim tolerates any answer ----------------------------------------------------------------------
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # csi-node-driver-registrar in direct mode (--node-registration=direct), end
-# to end: kube-lite with HTTPS, bearer tokens and RBAC, the registrars running
-# with the service-account token manifests/registrar/rbac.yaml grants, and
-# example drivers of different names on one node.
+# to end: kube-lite with HTTPS, bearer tokens and RBAC (or the real control
+# plane), the registrars running with the service-account token
+# manifests/registrar/rbac.yaml grants, and example drivers of different
+# names on one node.
 #
-#   tests/e2e/test_registrar_direct.sh <build-dir>
+#   tests/e2e/test_registrar_direct.sh <build-dir>   (WORLD=kubernetes: on the real control plane)
+#
+# worlds: kube-lite kubernetes
 #
 # Prints "ok"/"FAIL" per check and ends with "N passed, N failed".
 set -uo pipefail
@@ -22,31 +25,29 @@ NS=default
 A=a.csi.example.com
 BD=b.csi.example.com
 C=c.csi.example.com
-ANN='csi\.volume\.kubernetes\.io/nodeid'
 # shellcheck source=tests/e2e/lib.sh
 . "$ROOT/tests/e2e/lib.sh"
 
 trap cleanup EXIT
 
-for tool in kubectl jq openssl curl; do
+for tool in kubectl jq openssl curl python3; do
   command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; finish; }
 done
+for b in "$KL" "$DRV" "$REG"; do
+  [ -x "$b" ] || { bad "$b is built (make)"; finish; }
+done
 
-# ---- kube-lite with TLS, tokens and RBAC ------------------------------------------------------
+# ---- the world with TLS, tokens and RBAC ------------------------------------------------------
 
+SA_USER=system:serviceaccount:$NS:csi-node-driver-registrar
 "$ROOT/hack/kube-lite/gen-certs.sh" "$WORK/pki" >/dev/null
 cat >"$WORK/tokens.csv" <<EOF
 admin-token,admin,1,"system:masters"
-registrar-token,system:serviceaccount:$NS:csi-node-driver-registrar,2
+registrar-token,$SA_USER,2
 EOF
-start kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubeconfig" \
-  --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
+world_up --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
   --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
-  --authorization-mode RBAC --kubeconfig-token admin-token
-if ! wait_for 20 kl_up || ! alive kube-lite; then
-  bad "kube-lite starts" "$(cat "$WORK/kube-lite.log")"
-  finish
-fi
+  --authorization-mode RBAC --kubeconfig-token admin-token || finish
 sed 's/token: admin-token/token: registrar-token/' "$WORK/admin.kubeconfig" >"$WORK/registrar.kubeconfig"
 KR() { kubectl --kubeconfig "$WORK/registrar.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
 
@@ -57,6 +58,14 @@ clusterrole.rbac.authorization.k8s.io/csi-node-driver-registrar-direct created
 clusterrolebinding.rbac.authorization.k8s.io/csi-node-driver-registrar-direct created" "$out"
 contains "with rbac.yaml it may not delete nodes" Forbidden "$(KR delete node "$NODE" --wait=false 2>&1)"
 contains "nor read secrets" Forbidden "$(KR get secrets 2>&1)"
+# From here on the service account is the registrars' alone: none of their
+# requests may be refused (kube-lite counts 401/403 of any caller, the
+# audit log of the real control plane those of the service account).
+refused() { requests '.*' '.*' '40[13]' "$SA_USER"; }
+# (kubectl may have its answer a moment before the audit log has the line)
+refused_ge() { [ "$(refused)" -ge "$1" ]; }
+expect "the API counts the three refused requests above" 10 refused_ge 3
+REFUSED0=$(refused)
 
 # The node, with a rack label some other component set.
 cat <<EOF | K create -f - >/dev/null
@@ -88,10 +97,7 @@ driver dc "$C" topology.example.com/rack=r1 0
 for d in da db dc; do wait_for 20 test -S "$WORK/$d/csi.sock"; done
 
 # api PATH: a GET as admin with curl (kubectl's start-up costs seconds on a busy machine)
-api() {
-  curl -s --max-time 10 --cacert "$WORK/pki/ca.crt" -H 'Authorization: Bearer admin-token' \
-    "$(sed -n 's/^kube-lite: serving on //p' "$WORK/kube-lite.log")$1"
-}
+api() { acurl "$1"; }
 node_json() { api "/api/v1/nodes/$NODE"; }
 csinode_json() { api "/apis/storage.k8s.io/v1/csinodes/$NODE"; }
 # jq, not python: its start-up is what a busy machine makes slow
@@ -129,7 +135,9 @@ expect "/healthz is 200 in direct mode" 10 test "$(healthz rb)" = 200
 reg rc dc
 expect "a label collision is logged" 30 grep -q 'detected topology value collision' "$WORK/rc.log"
 expect "... and recorded as an Event on the Node" 30 has_event "$NODE" "TopologyValueCollision"
-contains "... whose message names the label and both values" 'topology.example.com/rack' "$(events "$NODE" | grep TopologyValueCollision)"
+contains "... whose message names the label and both values" \
+  '"topology.example.com/rack":"r1" but existing label is "topology.example.com/rack":"r9"' \
+  "$(events "$NODE" | grep TopologyValueCollision)"
 check "the existing label is not overwritten" r9 "$(label topology.example.com/rack)"
 check "the colliding driver registers nothing" "$BOTH" "$(nodeid)"
 alive rc && ok "the colliding registrar keeps running (and retrying)" || bad "the colliding registrar keeps running" "$(tail "$WORK/rc.log")"
@@ -170,6 +178,8 @@ check "labels stay" "z1 r9" "$(label topology.example.com/zone) $(label topology
 stop rb
 check "SIGTERM without --cleanup-on-exit: exit 0" 0 "${RC[rb]}"
 check "... and its entries stay" "{\"$BD\":\"$NODE-db\"}|[\"$BD=$NODE-db\"]" "$(nodeid)|$(entries)"
+
+check "rbac.yaml is enough: no request of the registrars was refused (401/403)" "$REFUSED0" "$(refused)"
 
 for d in da db dc; do stop "$d"; done
 for n in "${NAMES[@]}"; do
