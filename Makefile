@@ -57,7 +57,7 @@ endif
 # ---- generated protocol code ------------------------------------------------
 
 GEN        := $(B)/gen
-PROTOS     := csi pluginregistration
+PROTOS     := csi pluginregistration cosi
 GPB        := timestamp wrappers descriptor
 GEN_C      := $(PROTOS:%=$(GEN)/%.pb-c.c) $(GPB:%=$(GEN)/google/protobuf/%.pb-c.c)
 GEN_H      := $(GEN_C:.c=.h)
