@@ -332,7 +332,10 @@ quiet() {
 }
 deadline=$((SECONDS + PHASE_TIMEOUT))
 while [ "$SECONDS" -lt "$deadline" ]; do
-  [ "$KILLS" -ge "$MAX_KILLS" ] && quiet && break
+  # The driver's second crash (at the 20th ControllerPublish after its restart) may come
+  # after the cluster looks quiet (the refused worker-2 retries keep calling): wait for it,
+  # or the driver would die after this loop and nobody would restart it.
+  [ "$KILLS" -ge "$MAX_KILLS" ] && [ "$DRV_CRASHES" -ge 2 ] && quiet && break
   # Until MAX_KILLS, keep killing even when quiet was reached: the
   # attacher must also survive SIGKILLs while idle.
   supervise

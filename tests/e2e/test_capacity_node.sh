@@ -68,6 +68,24 @@ SUMMARY='"\n".join(sorted("%s %s %s %s" % (i["storageClassName"], i.get("nodeTop
 # summary_is EXPECTED: the summary equals EXPECTED (else it is left in $WORK/csc.last)
 summary_is() { cj "$SUMMARY" >"$WORK/csc.last"; [ "$(cat "$WORK/csc.last")" = "$1" ]; }
 refused() { klmetrics | grep -E '^apiserver_request_total\{.*code="40[13]"' | sort; }
+# gc_calls NODE: GetCapacity calls node NODE's driver answered so far
+gc_calls() {
+  python3 -c 'import json, sys
+try:
+    print(json.load(open(sys.argv[1])).get("calls", {}).get("GetCapacity", 0))
+except Exception:
+    print(0)' "$WORK/$1/state/status.json"
+}
+# polls_done N NODE...: N more polls (one GetCapacity per WaitForFirstConsumer class, two
+# classes) of each NODE since gc_mark: the settle point of the "nothing changes" checks,
+# which a fixed sleep is not on a loaded machine
+declare -A GC0=()
+gc_mark() { local n; for n in "$@"; do GC0[$n]=$(gc_calls "$n"); done; }
+polls_done() {
+  local want=$(($1 * 2)) n
+  shift
+  for n in "$@"; do [ "$(($(gc_calls "$n") - ${GC0[$n]:-0}))" -ge "$want" ] || return 1; done
+}
 
 # ---- start: kube-lite with TLS, tokens and RBAC -----------------------------------------
 
@@ -229,7 +247,8 @@ check "every node object is owned by the DaemonSet and labelled with the driver"
 check "the central provisioner's object is left as it was" "1Gi external-provisioner" \
   "$(K get csistoragecapacity central -n "$NS" -o jsonpath='{.capacity} {.metadata.labels.csi\.storage\.k8s\.io/managed-by}' 2>/dev/null)"
 NAMES0=$(cj 'sorted(i["metadata"]["name"] for i in mine)')
-sleep 3
+gc_mark "${NODES[@]}"
+wait_for 30 polls_done 3 "${NODES[@]}" || bad "three polls of every node within 30 s"
 check "three polls later the same objects, no duplicate, none deleted" "$NAMES0" \
   "$(cj 'sorted(i["metadata"]["name"] for i in mine)')"
 
@@ -283,18 +302,21 @@ expect "deleting the claim gives node-2 its 6 GiB back" 30 want
 N3=$(cj 'sorted(i["metadata"]["name"] for i in mine if i["nodeTopology"]["matchLabels"]["topology.example.com/node"] == "node-3")')
 stop prov-node-3
 check "prov-node-3 exits 0 on SIGTERM" 0 "${RC[prov-node-3]}"
-sleep 4
+gc_mark node-1 node-2
+wait_for 30 polls_done 4 node-1 node-2 || bad "four polls of node-1 and node-2 within 30 s"
 check "four polls of the other nodes later node-3's objects are still there, unchanged" "$WANT" \
   "$(cj "$SUMMARY")"
 check "... the same objects" "$N3" \
   "$(cj 'sorted(i["metadata"]["name"] for i in mine if i["nodeTopology"]["matchLabels"]["topology.example.com/node"] == "node-3")')"
+gc_mark node-3
 start_prov node-3
 if wait_for 30 started prov-node-3 && alive prov-node-3; then
   ok "prov-node-3 starts again"
 else
   bad "prov-node-3 starts again" "$(tail -n 20 "$WORK/prov-node-3.log")"
 fi
-sleep 3
+# its first sync and two polls: whatever it would create or delete is done by then
+wait_for 30 polls_done 3 node-3 || bad "three polls of the restarted node-3 within 30 s"
 check "... and takes its objects back: none created, none deleted" "$NAMES0" \
   "$(cj 'sorted(i["metadata"]["name"] for i in mine)')"
 

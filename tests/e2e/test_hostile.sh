@@ -173,6 +173,9 @@ done
 
 kill -USR1 "${PID[proxy]}"
 stop loadgen
+# The proxy turns honest, and prints its counts, on its own time (its main thread sees
+# the signal within 0.5 s, another thread prints): wait for that line.
+wait_for 20 grep -q 'mutations=[0-9]' "$WORK/proxy.log"
 kinds=$(grep -Eo 'mutations=[0-9]+ .*' "$WORK/proxy.log" | tail -n 1)
 echo "proxy: $kinds"
 mutations=$(sed -n 's/^mutations=\([0-9]*\).*/\1/p' <<<"$kinds")

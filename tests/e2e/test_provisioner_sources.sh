@@ -276,13 +276,17 @@ expect "clone in flight: then the source claim is gone" 20 is_gone pvc src-1
 expect "clone in flight: its PV and volume are deleted (reclaim Delete)" 20 drv_lacks drv-full "$SRC1_PV"
 
 # Two slow clones of one source at once: both are made, and the source can
-# be deleted afterwards (no finalizer is left on it).
+# be deleted afterwards (no finalizer is left on it). Both CreateVolumes answer
+# UNAVAILABLE (in flight) until the finalizer is seen, then take 2 s: with the
+# delay alone, both could be done before a poll on a loaded machine.
 pvc src-3 gold
 expect "two clones: the source becomes Bound" 20 phase_is pvc src-3 Bound
+faults "$WORK/drv-full" '{"CreateVolume": {"fail": {"count": 100000, "code": "UNAVAILABLE", "message": "busy"}}}'
 clone c-3a gold 1Gi src-3
 clone c-3b gold 1Gi src-3
 expect "two clones: the source gets the finalizer" 10 has_fin pvc src-3 "$CLONE_FIN"
-expect "two clones: both become Bound" 20 eval 'phase_is pvc c-3a Bound && phase_is pvc c-3b Bound'
+faults "$WORK/drv-full" '{"CreateVolume": {"delay_ms": 2000}}'
+expect "two clones: both become Bound" 40 eval 'phase_is pvc c-3a Bound && phase_is pvc c-3b Bound'
 K delete pvc src-3 --wait=false >/dev/null 2>&1
 expect "two clones: the source can be deleted afterwards" 20 is_gone pvc src-3
 faults "$WORK/drv-full" ""
