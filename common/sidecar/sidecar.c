@@ -33,6 +33,7 @@ struct sidecar {
     void *run_ud;
     pthread_t run_th;
     atomic_bool running;
+    atomic_bool run_done; /* `run` returned: the controllers are up */
 };
 
 /* ---- flags ----------------------------------------------------------------------- */
@@ -256,6 +257,7 @@ static void *run_main(void *arg)
     sidecar *s = arg;
     util_thread_name("controller");
     s->run(s->run_ud);
+    atomic_store(&s->run_done, true);
     return NULL;
 }
 
@@ -324,6 +326,14 @@ void sidecar_wait(sidecar *s)
     int sig = 0;
     sigwait(&s->signals, &sig);
     obs_info("received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    /* Still starting (waiting minutes for a cache to sync from a slow API
+     * server, say): nothing is ours to finish or hand over yet, and waiting
+     * for the start would keep a pod in Terminating; upstream's sidecars die
+     * at once here too. */
+    if (atomic_load(&s->running) && !atomic_load(&s->run_done)) {
+        obs_info("the controllers are still starting: exiting now");
+        _exit(0);
+    }
 }
 
 csi_conn *sidecar_csi(sidecar *s)

@@ -227,10 +227,39 @@ for n in reg att prov; do
   stop "$n"
   check "$n exits 0 on SIGTERM" 0 "${RC[$n]}"
 done
-stop drv
 stop proxy
 stop kube-lite
 check "kube-lite survived and exits 0" 0 "${RC[kube-lite]}"
+
+# ---- an API server that accepts and never answers: SIGTERM while starting -------------------------
+# The sidecars wait minutes for their caches to sync; a pod deleted meanwhile
+# must not hang in Terminating.
+start blackhole python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+print(s.getsockname()[1], flush=True)
+held = []
+while True:
+    held.append(s.accept()[0])
+'
+wait_for 10 grep -q '^[0-9]' "$WORK/blackhole.log"
+sed "s#server: .*#server: http://127.0.0.1:$(head -n 1 "$WORK/blackhole.log")#" "$WORK/admin.kubeconfig" >"$WORK/blackhole.kubeconfig"
+start prov-bh "$PROV" --csi-address="$SOCK" --kubeconfig="$WORK/blackhole.kubeconfig"
+start att-bh "$ATT" --csi-address="$SOCK" --kubeconfig="$WORK/blackhole.kubeconfig"
+expect "against a silent API server the provisioner is starting (it found the driver)" 20 \
+  grep -q 'Detected CSI driver' "$WORK/prov-bh.log"
+expect "... and the attacher" 20 grep -q 'Detected CSI driver' "$WORK/att-bh.log"
+sleep 1 # into the wait for the caches
+for n in prov-bh att-bh; do
+  t=$SECONDS
+  stop "$n"
+  check "$n, still starting, exits 0 on SIGTERM at once (not after the 5 min sync timeout)" "0 fast" \
+    "${RC[$n]} $([ $((SECONDS - t)) -le 5 ] && echo fast || echo "after $((SECONDS - t)) s")"
+done
+stop blackhole
+stop drv
 reports=$(grep -El 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$WORK"/*.log 2>/dev/null | xargs -r -n1 basename)
 check "no sanitizer report in any log" "" "$reports"
 grep -s 'handler error' "$WORK/proxy.log" | head -n 5
