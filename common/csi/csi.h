@@ -85,7 +85,8 @@ int csi_status_set(csi_status *st, int code, const char *fmt, ...) UTIL_ATTR_PRI
 
 /*
  * Renders a message as compact JSON-like text for logs, with the value of
- * every `secrets` map and of `mount_flags` replaced by "***stripped***".
+ * every `secrets` map and of `mount_flags` replaced by "***stripped***", and
+ * of each entry of COSI's grant `credentials` (its protocol key is shown).
  * Returns a malloc'ed string (caller frees). `max_len` > 0 cuts the text.
  */
 char *csi_msg_to_text(const ProtobufCMessage *msg, size_t max_len);

@@ -1,11 +1,10 @@
 /*
  * Renders protobuf-c messages as compact JSON-like text for -v=5 logs.
  *
- * Walks the message through its descriptor, so it works for every CSI and
- * registration message without per-type code. Fields at their zero value
- * are left out (as Go's JSON encoding of a proto3 struct does), and the
- * values of fields the spec marks sensitive are replaced: every `secrets`
- * map and `mount_flags`.
+ * Walks the message through its descriptor, so it works for every CSI,
+ * registration and COSI message without per-type code. Fields at their zero
+ * value are left out (as Go's JSON encoding of a proto3 struct does), and
+ * the values of sensitive fields are replaced, as the table below says.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -51,9 +50,35 @@ static void sb_quote(util_buf *b, const char *s, size_t n)
     util_buf_put(b, "\"", 1);
 }
 
-static bool is_sensitive(const ProtobufCFieldDescriptor *f)
+/*
+ * Fields whose values never reach a log. protobuf-c drops custom field
+ * options (csi_secret, cosi_secret), so the list is kept here; a message
+ * name of NULL matches in every message. `keys_shown`: a map whose keys are
+ * printed and whose values are not.
+ */
+static const struct sensitive {
+    const char *msg; /* full proto name, NULL: any message */
+    const char *field;
+    bool keys_shown;
+} sensitive_fields[] = {
+    /* CSI: every secrets map (csi_secret); COSI: CredentialDetails.secrets. */
+    {NULL, "secrets", false},
+    /* CSI: mount options may carry credentials (cifs "password="). */
+    {NULL, "mount_flags", false},
+    /* COSI: the protocol names ("s3", "azure") help when a sidecar refuses a
+     * grant; what each holds is the credential. */
+    {"cosi.v1alpha1.DriverGrantBucketAccessResponse", "credentials", true},
+};
+
+static const struct sensitive *sensitive_rule(const ProtobufCMessageDescriptor *d,
+                                              const ProtobufCFieldDescriptor *f)
 {
-    return strcmp(f->name, "secrets") == 0 || strcmp(f->name, "mount_flags") == 0;
+    for (size_t i = 0; i < sizeof(sensitive_fields) / sizeof(sensitive_fields[0]); i++) {
+        const struct sensitive *sv = &sensitive_fields[i];
+        if (strcmp(f->name, sv->field) == 0 && (!sv->msg || strcmp(d->name, sv->msg) == 0))
+            return sv;
+    }
+    return NULL;
 }
 
 static size_t elem_size(ProtobufCType t)
@@ -182,7 +207,7 @@ static bool is_map(const ProtobufCFieldDescriptor *f)
 }
 
 static void render_map(util_buf *b, const ProtobufCFieldDescriptor *f, size_t n,
-                       ProtobufCMessage *const *entries)
+                       ProtobufCMessage *const *entries, bool strip_values)
 {
     const ProtobufCMessageDescriptor *d = f->descriptor;
     sb_puts(b, "{");
@@ -193,7 +218,10 @@ static void render_map(util_buf *b, const ProtobufCFieldDescriptor *f, size_t n,
         const char *key = *(char *const *)(e + d->fields[0].offset);
         sb_quote(b, key ? key : "", key ? strlen(key) : 0);
         sb_puts(b, ":");
-        render_value(b, &d->fields[1], e + d->fields[1].offset);
+        if (strip_values)
+            sb_puts(b, STRIPPED);
+        else
+            render_value(b, &d->fields[1], e + d->fields[1].offset);
     }
     sb_puts(b, "}");
 }
@@ -227,12 +255,13 @@ static void render_msg(util_buf *b, const ProtobufCMessage *m)
         first = false;
         sb_quote(b, f->name, strlen(f->name));
         sb_puts(b, ":");
-        if (is_sensitive(f)) {
+        const struct sensitive *sv = sensitive_rule(d, f);
+        if (sv && !(sv->keys_shown && is_map(f))) {
             sb_puts(b, STRIPPED);
         } else if (f->label == PROTOBUF_C_LABEL_REPEATED) {
             const char *arr = *(char *const *)p;
             if (is_map(f)) {
-                render_map(b, f, n, (ProtobufCMessage *const *)arr);
+                render_map(b, f, n, (ProtobufCMessage *const *)arr, sv != NULL);
                 continue;
             }
             size_t es = elem_size(f->type);

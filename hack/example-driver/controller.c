@@ -253,7 +253,7 @@ static void create_locked(drv *d, drv_model *m, const struct create_args *a, csi
         else
             drv_kvs_copy(&v->topology, &d->cfg->topology);
     }
-    int r = drv_mkdir_p(v->path, 0755);
+    int r = drvkit_mkdir_p(v->path, 0755);
     if (r < 0) {
         csi_reply_error(reply, CSI_INTERNAL, "cannot create %s: %s", v->path, strerror(-r));
         drv_volume_free(v);

@@ -12,7 +12,8 @@
  *   controller.c Controller service
  *   node.c       Node service
  *   state.c      the in-memory model, state.json / status.json, group commit
- *   faults.c     fault injection from flags and <state-dir>/faults.json
+ * Fault injection (flags and <state-dir>/faults.json) and durable files
+ * come from common/drvkit.
  */
 #ifndef EXAMPLE_DRIVER_H
 #define EXAMPLE_DRIVER_H
@@ -23,6 +24,7 @@
 #include <stdint.h>
 
 #include "csi/csi.h"
+#include "drvkit/drvkit.h"
 
 /* ---- methods ----------------------------------------------------------- */
 
@@ -214,31 +216,11 @@ void drv_store_commit(drv_store *s);
 const char *drv_store_dir(const drv_store *s);
 
 /* ---- faults ---------------------------------------------------------------- */
+/* Fault injection is common/drvkit's (shared with the COSI example driver),
+ * over this driver's method names. */
 
-typedef struct drv_faults drv_faults;
-
-/* Injected failure messages are cut to this many bytes: long enough to test
- * a sidecar against the API's 1024-byte limit on stored error messages. */
-#define DRV_FAULT_MSG_MAX 4096
-
-/* What the dispatcher does to one call. */
-typedef struct drv_fault_action {
-    util_duration delay;
-    int fail_code; /* CSI_OK: no injected failure */
-    char fail_msg[DRV_FAULT_MSG_MAX + 1];
-    bool crash_before; /* _exit(137) before the call has any effect */
-    bool crash_after;  /* _exit(137) after it took effect and was persisted */
-} drv_fault_action;
-
-/*
- * `spec` is the --fault flag ("Method:rule;Method:rule...", may be NULL or
- * empty); `file` is the control file, re-read whenever it changes.
- * -EINVAL with util_err_last() for a bad spec.
- */
-int drv_faults_new(const char *spec, const char *file, drv_faults **out);
-void drv_faults_free(drv_faults *f);
-/* Counts this call against the rules of `m` and says what to do. */
-void drv_faults_on_call(drv_faults *f, drv_method m, drv_fault_action *out);
+/* The short names of DRV_METHODS, indexed by drv_method. */
+const char *const *drv_method_names(void);
 
 /* ---- configuration and context -------------------------------------------------- */
 
@@ -265,7 +247,7 @@ typedef struct drv_config {
 typedef struct drv {
     const drv_config *cfg;
     drv_store *store;
-    drv_faults *faults;
+    drvkit_faults *faults;
     atomic_bool stopping; /* injected delays end early when set */
 } drv;
 
@@ -342,7 +324,5 @@ void drv_topo_msg_done(drv_topo_msg *t);
 void drv_kvs_from_topology(drv_kvs *out, const Csi__V1__Topology *t);
 /* The publish_context this driver hands out for a volume. */
 char *drv_device_path(const drv_volume *v);
-/* mkdir -p; 0 or -errno. */
-int drv_mkdir_p(const char *path, unsigned mode);
 
 #endif

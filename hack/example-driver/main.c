@@ -266,7 +266,8 @@ int main(int argc, char **argv)
         goto out;
     }
     faults_file = util_asprintf("%s/faults.json", cfg.state_dir);
-    if (drv_faults_new(fv.fault, faults_file, &d.faults) < 0) {
+    if (drvkit_faults_new(drv_method_names(), DRV_N_METHODS, fv.fault, faults_file, &d.faults) <
+        0) {
         fprintf(stderr, "%s: --fault: %s\n", PROG, util_err_last());
         goto out;
     }
@@ -303,7 +304,7 @@ int main(int argc, char **argv)
 out:
     csi_server_free(srv);
     drv_store_free(d.store);
-    drv_faults_free(d.faults);
+    drvkit_faults_free(d.faults);
     free(faults_file);
     config_free(&cfg);
     util_flags_free(f);

@@ -104,7 +104,7 @@ static void stage_locked(drv *d, drv_model *m, const Csi__V1__NodeStageVolumeReq
             csi_reply_ok(reply, &ok.base);
         return;
     }
-    int r = drv_mkdir_p(req->staging_target_path, 0750);
+    int r = drvkit_mkdir_p(req->staging_target_path, 0750);
     if (r < 0) {
         csi_reply_error(reply, CSI_INTERNAL, "cannot create %s: %s", req->staging_target_path,
                         strerror(-r));
@@ -190,7 +190,7 @@ static bool single_writer(int mode)
 static int make_target(const char *path, int access_type)
 {
     if (access_type == DRV_ACCESS_MOUNT)
-        return drv_mkdir_p(path, 0750);
+        return drvkit_mkdir_p(path, 0750);
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
     if (fd < 0)
         return -errno;

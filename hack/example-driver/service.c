@@ -34,6 +34,11 @@ const char *drv_method_name(drv_method m)
     return (int)m >= 0 && m < DRV_N_METHODS ? method_names[m] : "?";
 }
 
+const char *const *drv_method_names(void)
+{
+    return method_names;
+}
+
 int drv_method_from_name(const char *name)
 {
     for (int i = 0; i < DRV_N_METHODS; i++)
@@ -112,74 +117,6 @@ static const char *gate(const drv *d, const struct method_def *def)
     return CSI_CAP(mask, def->cap) ? NULL : def->cap_name;
 }
 
-/* ---- UTF-8 ---------------------------------------------------------------------- */
-
-static bool utf8_valid(const char *str)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    while (*s) {
-        unsigned c = *s;
-        int n;
-        unsigned min;
-        if (c < 0x80) {
-            s++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            n = 1, min = 0x80, c &= 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            n = 2, min = 0x800, c &= 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            n = 3, min = 0x10000, c &= 0x07;
-        } else {
-            return false;
-        }
-        for (int i = 1; i <= n; i++) {
-            if ((s[i] & 0xc0) != 0x80)
-                return false;
-            c = (c << 6) | (s[i] & 0x3f);
-        }
-        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-            return false;
-        s += n + 1;
-    }
-    return true;
-}
-
-/*
- * proto3 strings must be UTF-8 (Go's gRPC refuses such requests outright).
- * Checking every string of the request here keeps state.json valid JSON
- * whatever a caller sends.
- */
-static bool strings_valid(const ProtobufCMessage *m)
-{
-    const ProtobufCMessageDescriptor *desc = m->descriptor;
-    const char *base = (const char *)m;
-    for (unsigned i = 0; i < desc->n_fields; i++) {
-        const ProtobufCFieldDescriptor *f = &desc->fields[i];
-        if (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_MESSAGE)
-            continue;
-        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-            size_t n = *(const size_t *)(base + f->quantifier_offset);
-            void *const *arr = *(void *const *const *)(base + f->offset);
-            for (size_t j = 0; j < n; j++) {
-                if (f->type == PROTOBUF_C_TYPE_STRING ? !utf8_valid(arr[j])
-                                                      : !strings_valid(arr[j]))
-                    return false;
-            }
-            continue;
-        }
-        if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
-            *(const uint32_t *)(base + f->quantifier_offset) != f->id)
-            continue;
-        const void *v = *(const void *const *)(base + f->offset);
-        if (!v)
-            continue;
-        if (f->type == PROTOBUF_C_TYPE_STRING ? !utf8_valid(v) : !strings_valid(v))
-            return false;
-    }
-    return true;
-}
-
 /* ---- dispatch ---------------------------------------------------------------------- */
 
 static void injected_delay(drv *d, util_duration delay)
@@ -210,8 +147,8 @@ void drv_dispatch(void *ud, const char *method, const ProtobufCMessage *req, csi
         free(text);
     }
     drv_store_count_call(d->store, (drv_method)m);
-    drv_fault_action fa;
-    drv_faults_on_call(d->faults, (drv_method)m, &fa);
+    drvkit_fault_action fa;
+    drvkit_faults_on_call(d->faults, m, &fa);
     if (fa.delay > 0)
         injected_delay(d, fa.delay);
     if (fa.crash_before) {
@@ -224,7 +161,7 @@ void drv_dispatch(void *ud, const char *method, const ProtobufCMessage *req, csi
     else if (off)
         csi_reply_error(reply, CSI_UNIMPLEMENTED, "%s: %s%s", name, off,
                         defs[m].cap && off == defs[m].cap_name ? " capability not advertised" : "");
-    else if (!strings_valid(req))
+    else if (!drvkit_strings_valid(req))
         csi_reply_error(reply, CSI_INVALID_ARGUMENT, "%s: a string field is not valid UTF-8", name);
     else
         defs[m].fn(d, req, reply);

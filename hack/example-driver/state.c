@@ -491,54 +491,17 @@ static void serialize(drv_store *s, jbuf *b)
 
 /* ---- files ---------------------------------------------------------------------- */
 
-static int write_file(const char *path, const char *data, size_t len, bool sync)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return util_err_set(-errno, "cannot create %s: %m", path);
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = write(fd, data + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int e = errno;
-            close(fd);
-            return util_err_set(-e, "cannot write %s: %s", path, strerror(e));
-        }
-        off += (size_t)n;
-    }
-    if (sync && fsync(fd) < 0) {
-        int e = errno;
-        close(fd);
-        return util_err_set(-e, "cannot fsync %s: %s", path, strerror(e));
-    }
-    if (close(fd) < 0)
-        return util_err_set(-errno, "cannot close %s: %m", path);
-    return 0;
-}
-
-static int sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return util_err_set(-errno, "cannot open %s: %m", dir);
-    int r = fsync(fd) < 0 ? util_err_set(-errno, "cannot fsync %s: %m", dir) : 0;
-    close(fd);
-    return r;
-}
-
 /* state.json (when `state` is set) and status.json, each replaced whole. */
 static int write_docs(const drv_store *s, const jbuf *doc, bool state)
 {
     int r;
     if (!state) {
-        r = write_file(s->status_tmp, doc->p, doc->len, false);
+        r = drvkit_write_file(s->status_tmp, doc->p, doc->len, false);
         if (r == 0 && rename(s->status_tmp, s->status_path) < 0)
             r = util_err_set(-errno, "cannot rename %s: %m", s->status_tmp);
         return r;
     }
-    r = write_file(s->state_tmp, doc->p, doc->len, s->sync);
+    r = drvkit_write_file(s->state_tmp, doc->p, doc->len, s->sync);
     if (r < 0)
         return r;
     /* The same inode under the status name: no second write. */
@@ -550,7 +513,7 @@ static int write_docs(const drv_store *s, const jbuf *doc, bool state)
         return util_err_set(-errno, "cannot rename %s: %m", s->state_tmp);
     if (rename(s->status_tmp, s->status_path) < 0)
         obs_warn("cannot rename %s: %m", s->status_tmp);
-    return s->sync ? sync_dir(s->dir) : 0;
+    return s->sync ? drvkit_sync_dir(s->dir) : 0;
 }
 
 /* ---- loading -------------------------------------------------------------------- */
@@ -644,7 +607,7 @@ static int load_volume(drv_store *s, json_object *o)
     }
     /* A crash between removing a volume's directory and persisting the
      * removal leaves the volume without storage: give it back. */
-    int r = drv_mkdir_p(v->path, 0755);
+    int r = drvkit_mkdir_p(v->path, 0755);
     if (r < 0) {
         drv_volume_free(v);
         return util_err_set(r, "cannot create %s/volumes/%s: %s", s->dir, id, strerror(-r));
@@ -748,7 +711,7 @@ int drv_store_new(const char *state_dir, bool sync, drv_store **out)
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cond, NULL);
     char *vols = util_asprintf("%s/volumes", state_dir);
-    int r = drv_mkdir_p(vols, 0755);
+    int r = drvkit_mkdir_p(vols, 0755);
     free(vols);
     if (r < 0)
         r = util_err_set(r, "cannot create %s/volumes: %s", state_dir, strerror(-r));
@@ -854,34 +817,4 @@ void drv_store_commit(drv_store *s)
         pthread_cond_broadcast(&s->cond);
     }
     pthread_mutex_unlock(&s->mu);
-}
-
-/* ---- directories ---------------------------------------------------------------- */
-
-int drv_mkdir_p(const char *path, unsigned mode)
-{
-    char *p = util_strdup(path);
-    int r = 0;
-    for (char *slash = p + 1;; slash++) {
-        char c = *slash;
-        if (c != '/' && c != '\0')
-            continue;
-        *slash = '\0';
-        if (mkdir(p, (mode_t)mode) < 0 && errno != EEXIST) {
-            r = -errno;
-            break;
-        }
-        *slash = c;
-        if (c == '\0')
-            break;
-    }
-    free(p);
-    if (r == 0) {
-        struct stat st;
-        if (stat(path, &st) < 0)
-            r = -errno;
-        else if (!S_ISDIR(st.st_mode))
-            r = -ENOTDIR;
-    }
-    return r;
 }

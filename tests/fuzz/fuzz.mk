@@ -33,7 +33,7 @@ Q ?= @
 # ---- generated protocol code (own copy: the build dirs of others are theirs) ----
 
 FUZZ_GEN   := $(FB)/gen
-FUZZ_GEN_C := $(FUZZ_GEN)/csi.pb-c.c $(FUZZ_GEN)/pluginregistration.pb-c.c \
+FUZZ_GEN_C := $(FUZZ_GEN)/csi.pb-c.c $(FUZZ_GEN)/pluginregistration.pb-c.c $(FUZZ_GEN)/cosi.pb-c.c \
               $(patsubst %,$(FUZZ_GEN)/google/protobuf/%.pb-c.c,timestamp wrappers descriptor)
 FUZZ_GEN_H := $(FUZZ_GEN_C:.c=.h)
 

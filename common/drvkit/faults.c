@@ -14,7 +14,9 @@
  *                     "fail": {"count": 2, "code": "UNAVAILABLE", "message": "try again"},
  *                     "crash": {"at": 3, "when": "after"}}}
  * A (re)read file replaces every rule, flags' included, and restarts the
- * counts; removing the file clears all rules.
+ * counts; removing the file clears all rules. Method names are the
+ * driver's own (each driver passes its table), so the CSI and the COSI
+ * example drivers share this code.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -24,7 +26,8 @@
 
 #include <json-c/json.h>
 
-#include "driver.h"
+#include "csi/csi.h"
+#include "drvkit/drvkit.h"
 #include "kobj/kobj.h"
 #include "obs/obs.h"
 
@@ -38,9 +41,11 @@ struct rule {
     int64_t calls; /* since the rule was installed */
 };
 
-struct drv_faults {
+struct drvkit_faults {
     pthread_mutex_t mu;
-    struct rule rules[DRV_N_METHODS];
+    const char *const *methods;
+    int n_methods;
+    struct rule *rules; /* one per method */
     char *file;
     bool seen; /* the stamp below is of a file we read */
     dev_t dev;
@@ -49,9 +54,9 @@ struct drv_faults {
     struct timespec mtime;
 };
 
-static void rules_clear(struct rule *rules)
+static void rules_clear(struct rule *rules, int n)
 {
-    for (int i = 0; i < DRV_N_METHODS; i++) {
+    for (int i = 0; i < n; i++) {
         free(rules[i].fail_msg);
         memset(&rules[i], 0, sizeof(rules[i]));
     }
@@ -82,14 +87,22 @@ static int set_fail(struct rule *r, int64_t count, const char *code_name, const 
     return 0;
 }
 
+static int method_index(const drvkit_faults *f, const char *name)
+{
+    for (int i = 0; i < f->n_methods; i++)
+        if (strcmp(f->methods[i], name) == 0)
+            return i;
+    return -1;
+}
+
 /* One "Method:rule" of the --fault flag. */
-static int parse_one(struct rule *rules, char *spec)
+static int parse_one(const drvkit_faults *f, struct rule *rules, char *spec)
 {
     char *colon = strchr(spec, ':');
     if (!colon)
         return util_err_set(-EINVAL, "fault \"%s\": want Method:rule", spec);
     *colon = '\0';
-    int m = drv_method_from_name(spec);
+    int m = method_index(f, spec);
     if (m < 0)
         return util_err_set(-EINVAL, "fault: unknown method \"%s\"", spec);
     char *rule = colon + 1;
@@ -127,7 +140,7 @@ static int parse_one(struct rule *rules, char *spec)
                         rule);
 }
 
-static int parse_flag(struct rule *rules, const char *text)
+static int parse_flag(const drvkit_faults *f, struct rule *rules, const char *text)
 {
     char *copy = util_strdup(text);
     char *save = NULL;
@@ -136,7 +149,7 @@ static int parse_flag(struct rule *rules, const char *text)
         while (*tok == ' ')
             tok++;
         if (*tok)
-            r = parse_one(rules, tok);
+            r = parse_one(f, rules, tok);
     }
     free(copy);
     return r;
@@ -173,7 +186,7 @@ static int parse_file_rule(struct rule *r, const char *method, json_object *o)
     return 0;
 }
 
-static int parse_file(struct rule *rules, const char *path)
+static int parse_file(const drvkit_faults *f, struct rule *rules, const char *path)
 {
     json_object *root = json_object_from_file(path);
     if (!root || !json_object_is_type(root, json_type_object)) {
@@ -183,7 +196,7 @@ static int parse_file(struct rule *rules, const char *path)
     int r = 0;
     json_object_object_foreach(root, key, val)
     {
-        int m = drv_method_from_name(key);
+        int m = method_index(f, key);
         if (m < 0)
             r = util_err_set(-EINVAL, "unknown method \"%s\"", key);
         else
@@ -196,13 +209,13 @@ static int parse_file(struct rule *rules, const char *path)
 }
 
 /* Re-reads the control file when it changed. Called with f->mu held. */
-static void check_file(drv_faults *f)
+static void check_file(drvkit_faults *f)
 {
     struct stat st;
     if (stat(f->file, &st) < 0) {
         if (f->seen) {
             obs_info("%s removed: fault injection off", f->file);
-            rules_clear(f->rules);
+            rules_clear(f->rules, f->n_methods);
             f->seen = false;
         }
         return;
@@ -215,28 +228,33 @@ static void check_file(drv_faults *f)
     f->ino = st.st_ino;
     f->size = st.st_size;
     f->mtime = st.st_mtim;
-    struct rule fresh[DRV_N_METHODS];
-    memset(fresh, 0, sizeof(fresh));
-    if (parse_file(fresh, f->file) < 0) {
+    struct rule *fresh = util_calloc((size_t)f->n_methods, sizeof(*fresh));
+    if (parse_file(f, fresh, f->file) < 0) {
         obs_warn("ignoring %s: %s", f->file, util_err_last());
-        rules_clear(fresh);
+        rules_clear(fresh, f->n_methods);
+        free(fresh);
         return;
     }
-    rules_clear(f->rules);
-    memcpy(f->rules, fresh, sizeof(fresh));
+    rules_clear(f->rules, f->n_methods);
+    free(f->rules);
+    f->rules = fresh;
     obs_info("fault injection rules loaded from %s", f->file);
 }
 
-int drv_faults_new(const char *spec, const char *file, drv_faults **out)
+int drvkit_faults_new(const char *const *methods, int n_methods, const char *spec, const char *file,
+                      drvkit_faults **out)
 {
     *out = NULL;
-    drv_faults *f = util_calloc(1, sizeof(*f));
+    drvkit_faults *f = util_calloc(1, sizeof(*f));
     pthread_mutex_init(&f->mu, NULL);
+    f->methods = methods;
+    f->n_methods = n_methods;
+    f->rules = util_calloc((size_t)n_methods, sizeof(*f->rules));
     f->file = util_strdup(file);
     if (spec && *spec) {
-        int r = parse_flag(f->rules, spec);
+        int r = parse_flag(f, f->rules, spec);
         if (r < 0) {
-            drv_faults_free(f);
+            drvkit_faults_free(f);
             return r;
         }
     }
@@ -244,19 +262,22 @@ int drv_faults_new(const char *spec, const char *file, drv_faults **out)
     return 0;
 }
 
-void drv_faults_free(drv_faults *f)
+void drvkit_faults_free(drvkit_faults *f)
 {
     if (!f)
         return;
-    rules_clear(f->rules);
+    rules_clear(f->rules, f->n_methods);
+    free(f->rules);
     pthread_mutex_destroy(&f->mu);
     free(f->file);
     free(f);
 }
 
-void drv_faults_on_call(drv_faults *f, drv_method m, drv_fault_action *out)
+void drvkit_faults_on_call(drvkit_faults *f, int m, drvkit_fault_action *out)
 {
     memset(out, 0, sizeof(*out));
+    if (m < 0 || m >= f->n_methods)
+        return;
     pthread_mutex_lock(&f->mu);
     check_file(f);
     struct rule *r = &f->rules[m];
