@@ -154,6 +154,9 @@ check "second run: the first world's processes exited 0 on SIGTERM" "" \
 
 # ---- down -------------------------------------------------------------------------------------
 last=$(world_pids)
+# the control plane's own pid files (CLUSTER=kubernetes): etcd's command line
+# names only its tmpfs data directory
+for f in "$DEMO_WORLD"/k8s/run/*.pid; do [ -e "$f" ] && last+=$'\n'"k8s/$(basename "$f" .pid) $(cat "$f")"; done
 t=$SECONDS
 out=$(demo down 2>&1)
 echo "# down: $((SECONDS - t)) s"
@@ -166,6 +169,10 @@ done
 left=""
 while read -r n p; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && left+="$n "; done <<<"$last"
 check "down: no process of the demo is left" "" "$left"
+# The control plane's processes (etcd, kube-apiserver, ...) keep pid files of
+# their own: none may run with the demo's folder on its command line.
+check "down: nothing runs from the demo's folder (the control plane included)" "" \
+  "$(pgrep -af -- "$DEMO_WORLD/" | grep -v pgrep)"
 check "down: no socket is left" "" "$(find "$WORK" -type s 2>/dev/null)"
 check "down: only the logs are kept" "logs" "$(ls "$DEMO_WORLD" 2>&1)"
 check "down: a second down is harmless" "" "$(demo down 2>&1)"
