@@ -78,6 +78,88 @@ const char *kl_type_qualified(const kl_type *t);
 /* "v1" or "storage.k8s.io/v1". Static storage per type. */
 const char *kl_type_api_version(const kl_type *t);
 
+/* ---- crd: types served for CustomResourceDefinitions (crd.c) --------------- */
+
+/*
+ * The registry of custom resource types, one per CustomResourceDefinition
+ * (its storage version), owned by the API. A type stays allocated until the
+ * registry is freed (watches and requests in flight keep pointers to it); a
+ * deleted CRD's type is only taken out of the lookups.
+ */
+typedef struct kl_crds kl_crds;
+typedef struct kl_store kl_store;
+typedef struct kl_errs kl_errs;
+
+kl_crds *kl_crds_new(kl_store *s);
+void kl_crds_free(kl_crds *c);
+/* The served type of group/version/plural, or NULL. */
+const kl_type *kl_crds_find(kl_crds *c, const char *group, const char *version,
+                            const char *resource);
+/* The served types (malloc'ed array, caller frees) and the generation of
+ * that set: it changes whenever a type starts or stops being served. */
+const kl_type **kl_crds_list(kl_crds *c, size_t *n, uint64_t *gen);
+uint64_t kl_crds_generation(kl_crds *c);
+/*
+ * Brings the served types in line with the stored CRDs, as
+ * kube-apiserver's CRD controllers do: serves new ones and marks them
+ * Established and NamesAccepted, follows schema and column changes, and for
+ * a CRD deleted (or being deleted) stops serving its type and removes its
+ * objects. Level-triggered: call it after any CRD write.
+ */
+void kl_crds_reconcile(kl_crds *c);
+/* True for a type a CRD serves. */
+bool kl_type_is_crd(const kl_type *t);
+const char *kl_crd_type_qualified(const kl_type *t);
+const char *kl_crd_type_api_version(const kl_type *t);
+/* The CustomResourceDefinition rules (names, scope, versions, the
+ * api-approved.kubernetes.io annotation of protected groups); `old` is NULL
+ * on create. */
+void kl_crd_validate_definition(const json_object *old, const json_object *crd, kl_errs *e);
+/* Server-side defaults of a CustomResourceDefinition (conversion strategy,
+ * Age column, storedVersions). */
+void kl_crd_definition_defaults(json_object *crd);
+/* Custom objects: prunes fields the schema does not know and fills its
+ * defaults (what decoding does), then validation against the schema. */
+void kl_crd_admit(const kl_type *t, json_object *obj);
+void kl_crd_validate(const kl_type *t, const json_object *obj, kl_errs *e);
+/* The version's additionalPrinterColumns (the Age column when it declares
+ * none). Borrowed: valid as long as the API, never to be modified. */
+json_object *kl_crd_columns(const kl_type *t);
+
+/* ---- crd_schema: structural OpenAPI v3 schemas (crd_schema.c) ------------- */
+
+/* Drops the fields of `obj` the schema does not specify (objects without
+ * x-kubernetes-preserve-unknown-fields); `root` keeps apiVersion, kind and
+ * metadata. */
+void kl_schema_prune(const json_object *schema, json_object *obj, bool root);
+/* Fills `default` values of absent properties and drops nulls of fields
+ * that are not nullable. */
+void kl_schema_default(const json_object *schema, json_object *obj);
+/* type, properties, required, enum, items, additionalProperties, nullable,
+ * with kube-apiserver's wording ("spec.a: Required value", "Invalid value:
+ * \"integer\": spec.a in body must be of type string: \"integer\""). `path` is
+ * the field path of `obj` ("" at the root). */
+void kl_schema_validate(const json_object *schema, const json_object *obj, const char *path,
+                        kl_errs *e);
+
+/* ---- discovery: /api, /apis, /apis/<g>/<v> and OpenAPI v3 (discovery.c) ----- */
+
+typedef struct kl_discovery {
+    char *api;               /* /api */
+    char *apis;              /* /apis */
+    char *openapi_root;      /* /openapi/v3 */
+    json_object *gv_lists;   /* "api/v1" or "apis/g/v" -> APIResourceList */
+    json_object *gv_groups;  /* group -> APIGroup */
+    json_object *openapi_gv; /* "api/v1" ... -> OpenAPI v3 document */
+    uint64_t gen;            /* kl_crds generation it was built for */
+    int refs;                /* atomic */
+} kl_discovery;
+
+/* The documents for the built-in types followed by `extra` (may be NULL). */
+kl_discovery *kl_discovery_build(const kl_type **extra, size_t n_extra, uint64_t gen);
+kl_discovery *kl_discovery_ref(kl_discovery *d);
+void kl_discovery_unref(kl_discovery *d);
+
 /* ---- table: server-side printing (meta.k8s.io Table) ----------------------- */
 
 enum { KL_TABLE_V1 = 1, KL_TABLE_V1BETA1 = 2 };
@@ -91,6 +173,9 @@ int kl_table_include(const char *include_object);
 /* An empty Table for `t` with (when `columns`) kube-apiserver's column
  * definitions for that type; rows are added with kl_table_add_row. */
 json_object *kl_table_new(const kl_type *t, int version, bool columns);
+/* A creationTimestamp-style time as kubectl's age ("5m"), against `now`;
+ * caller frees. */
+char *kl_table_age(const char *ts, int64_t now);
 /* Appends the row of `obj` (cells, and the object as asked by `include`),
  * ages computed against `now` (Unix seconds). */
 void kl_table_add_row(json_object *table, const kl_type *t, const json_object *obj, int version,
@@ -436,6 +521,10 @@ kl_store *kl_store_new(size_t history);
 void kl_store_free(kl_store *s);
 /* The newest resourceVersion handed out. */
 uint64_t kl_store_rv(kl_store *s);
+
+/* Gives type `t` (a type a CRD serves, alive until the store is freed) a
+ * table of its own. */
+void kl_store_add_type(kl_store *s, const kl_type *t);
 
 /* A referenced object (kl_obj_unref it) or NULL. */
 kl_obj *kl_store_get(kl_store *s, const kl_type *t, const char *ns, const char *name);

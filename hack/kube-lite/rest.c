@@ -27,12 +27,9 @@
 struct kl_api {
     kl_store *store;
     kl_api_opts opts;
-    char *discovery_api;                       /* /api */
-    char *discovery_apis;                      /* /apis */
-    char *openapi_root;                        /* /openapi/v3 */
-    json_object *gv_lists;                     /* "api/v1" or "apis/g/v" -> APIResourceList */
-    json_object *gv_groups;                    /* group -> APIGroup */
-    json_object *openapi_gv;                   /* "api/v1" ... -> OpenAPI v3 document */
+    kl_crds *crds;                             /* the types CRDs serve */
+    pthread_mutex_t disc_lock;                 /* guards disc */
+    kl_discovery *disc;                        /* rebuilt when the CRD types change */
     unsigned char token_key[KL_TOKEN_KEY_LEN]; /* signs TokenRequest answers */
 };
 
@@ -238,162 +235,6 @@ static json_object *invalid(const kl_type *t, const char *name, kl_errs *errs)
 
 /* ---- discovery and openapi ------------------------------------------------------- */
 
-static json_object *strings(const char *const *v, size_t n)
-{
-    json_object *a = json_object_new_array();
-    for (size_t i = 0; i < n; i++)
-        json_object_array_add(a, json_object_new_string(v[i]));
-    return a;
-}
-
-static void build_discovery(kl_api *a)
-{
-    static const char *const verbs[] = {"create", "delete", "deletecollection", "get",
-                                        "list",   "patch",  "update",           "watch"};
-    static const char *const ns_verbs[] = {"create", "delete", "get",  "list",
-                                           "patch",  "update", "watch"};
-    static const char *const sub_verbs[] = {"get", "patch", "update"};
-    size_t n = 0;
-    const kl_type *types = kl_types(&n);
-    a->gv_lists = json_object_new_object();
-    a->gv_groups = json_object_new_object();
-    a->openapi_gv = json_object_new_object();
-    json_object *groups = json_object_new_array();
-    json_object *root_paths = json_object_new_object();
-
-    for (size_t i = 0; i < n; i++) {
-        const kl_type *t = &types[i];
-        char gv_key[128];
-        if (t->group[0])
-            snprintf(gv_key, sizeof(gv_key), "apis/%s/%s", t->group, t->version);
-        else
-            snprintf(gv_key, sizeof(gv_key), "api/%s", t->version);
-        json_object *list = NULL;
-        if (!json_object_object_get_ex(a->gv_lists, gv_key, &list)) {
-            list = json_object_new_object();
-            json_object_object_add(list, "kind", json_object_new_string("APIResourceList"));
-            json_object_object_add(list, "apiVersion", json_object_new_string("v1"));
-            json_object_object_add(list, "groupVersion",
-                                   json_object_new_string(kl_type_api_version(t)));
-            json_object_object_add(list, "resources", json_object_new_array());
-            json_object_object_add(a->gv_lists, gv_key, list);
-            if (t->group[0]) {
-                json_object *gvo = json_object_new_object();
-                json_object_object_add(gvo, "groupVersion",
-                                       json_object_new_string(kl_type_api_version(t)));
-                json_object_object_add(gvo, "version", json_object_new_string(t->version));
-                json_object *g = json_object_new_object();
-                json_object_object_add(g, "kind", json_object_new_string("APIGroup"));
-                json_object_object_add(g, "apiVersion", json_object_new_string("v1"));
-                json_object_object_add(g, "name", json_object_new_string(t->group));
-                json_object *vs = json_object_new_array();
-                json_object_array_add(vs, json_object_get(gvo));
-                json_object_object_add(g, "versions", vs);
-                json_object_object_add(g, "preferredVersion", gvo);
-                json_object_object_add(a->gv_groups, t->group, json_object_get(g));
-                json_object_array_add(groups, g);
-            }
-            /* OpenAPI v3 per group-version: one patch path per kind, with the
-             * fieldValidation parameter so kubectl leaves validation to us. */
-            json_object *doc = json_object_new_object();
-            json_object_object_add(doc, "openapi", json_object_new_string("3.0.0"));
-            json_object *info = json_object_new_object();
-            json_object_object_add(info, "title", json_object_new_string("Kubernetes"));
-            json_object_object_add(info, "version", json_object_new_string("v1.32.0"));
-            json_object_object_add(doc, "info", info);
-            json_object *comp = json_object_new_object();
-            json_object_object_add(comp, "schemas", json_object_new_object());
-            json_object_object_add(doc, "components", comp);
-            json_object_object_add(doc, "paths", json_object_new_object());
-            json_object_object_add(a->openapi_gv, gv_key, doc);
-            json_object *ref = json_object_new_object();
-            char url[192];
-            snprintf(url, sizeof(url), "/openapi/v3/%s?hash=kubelite1", gv_key);
-            json_object_object_add(ref, "serverRelativeURL", json_object_new_string(url));
-            json_object_object_add(root_paths, gv_key, ref);
-        }
-        json_object *res = json_object_new_object();
-        json_object_object_add(res, "name", json_object_new_string(t->resource));
-        json_object_object_add(res, "singularName", json_object_new_string(t->singular));
-        json_object_object_add(res, "namespaced", json_object_new_boolean(t->namespaced));
-        json_object_object_add(res, "kind", json_object_new_string(t->kind));
-        bool is_ns = strcmp(t->resource, "namespaces") == 0 && !t->group[0];
-        json_object_object_add(res, "verbs", is_ns ? strings(ns_verbs, 7) : strings(verbs, 8));
-        size_t n_short = 0;
-        while (n_short < 3 && t->short_names[n_short])
-            n_short++;
-        if (n_short)
-            json_object_object_add(res, "shortNames", strings(t->short_names, n_short));
-        json_object *resources = NULL;
-        json_object_object_get_ex(list, "resources", &resources);
-        json_object_array_add(resources, res);
-        if (t->has_status) {
-            json_object *sub = json_object_new_object();
-            char name[128];
-            snprintf(name, sizeof(name), "%s/status", t->resource);
-            json_object_object_add(sub, "name", json_object_new_string(name));
-            json_object_object_add(sub, "singularName", json_object_new_string(""));
-            json_object_object_add(sub, "namespaced", json_object_new_boolean(t->namespaced));
-            json_object_object_add(sub, "kind", json_object_new_string(t->kind));
-            json_object_object_add(sub, "verbs", strings(sub_verbs, 3));
-            json_object_array_add(resources, sub);
-        }
-        json_object *doc = NULL, *paths = NULL;
-        json_object_object_get_ex(a->openapi_gv, gv_key, &doc);
-        json_object_object_get_ex(doc, "paths", &paths);
-        char path[256];
-        snprintf(path, sizeof(path), "/%s%s/%s/{name}", gv_key,
-                 t->namespaced ? "/namespaces/{namespace}" : "", t->resource);
-        json_object *gvk = json_object_new_object();
-        json_object_object_add(gvk, "group", json_object_new_string(t->group));
-        json_object_object_add(gvk, "version", json_object_new_string(t->version));
-        json_object_object_add(gvk, "kind", json_object_new_string(t->kind));
-        json_object *param = json_object_new_object();
-        json_object_object_add(param, "name", json_object_new_string("fieldValidation"));
-        json_object_object_add(param, "in", json_object_new_string("query"));
-        json_object *schema = json_object_new_object();
-        json_object_object_add(schema, "type", json_object_new_string("string"));
-        json_object_object_add(param, "schema", schema);
-        json_object *params = json_object_new_array();
-        json_object_array_add(params, param);
-        json_object *patch = json_object_new_object();
-        json_object_object_add(patch, "x-kubernetes-group-version-kind", gvk);
-        json_object_object_add(patch, "parameters", params);
-        json_object_object_add(patch, "responses", json_object_new_object());
-        json_object *item = json_object_new_object();
-        json_object_object_add(item, "patch", patch);
-        json_object_object_add(paths, path, item);
-    }
-
-    json_object *api = json_object_new_object();
-    json_object_object_add(api, "kind", json_object_new_string("APIVersions"));
-    static const char *const v1[] = {"v1"};
-    json_object_object_add(api, "versions", strings(v1, 1));
-    json_object *addr = json_object_new_object();
-    json_object_object_add(addr, "clientCIDR", json_object_new_string("0.0.0.0/0"));
-    json_object_object_add(addr, "serverAddress", json_object_new_string("127.0.0.1:6443"));
-    json_object *addrs = json_object_new_array();
-    json_object_array_add(addrs, addr);
-    json_object_object_add(api, "serverAddressByClientCIDRs", addrs);
-    a->discovery_api = util_strdup(json_object_to_json_string_ext(
-        api, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-    json_object_put(api);
-
-    json_object *apis = json_object_new_object();
-    json_object_object_add(apis, "kind", json_object_new_string("APIGroupList"));
-    json_object_object_add(apis, "apiVersion", json_object_new_string("v1"));
-    json_object_object_add(apis, "groups", groups);
-    a->discovery_apis = util_strdup(json_object_to_json_string_ext(
-        apis, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-    json_object_put(apis);
-
-    json_object *root = json_object_new_object();
-    json_object_object_add(root, "paths", root_paths);
-    a->openapi_root = util_strdup(json_object_to_json_string_ext(
-        root, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-    json_object_put(root);
-}
-
 /* ---- api object ----------------------------------------------------------------- */
 
 kl_api *kl_api_new(kl_store *store, const kl_api_opts *opts)
@@ -408,7 +249,10 @@ kl_api *kl_api_new(kl_store *store, const kl_api_opts *opts)
         a->opts.version_minor = "32";
     if (getrandom(a->token_key, sizeof(a->token_key), 0) != (ssize_t)sizeof(a->token_key))
         abort();
-    build_discovery(a);
+    a->crds = kl_crds_new(store);
+    pthread_mutex_init(&a->disc_lock, NULL);
+    a->disc = kl_discovery_build(NULL, 0, 0);
+    kl_crds_reconcile(a->crds);
     return a;
 }
 
@@ -416,12 +260,9 @@ void kl_api_free(kl_api *a)
 {
     if (!a)
         return;
-    free(a->discovery_api);
-    free(a->discovery_apis);
-    free(a->openapi_root);
-    json_object_put(a->gv_lists);
-    json_object_put(a->gv_groups);
-    json_object_put(a->openapi_gv);
+    kl_discovery_unref(a->disc);
+    pthread_mutex_destroy(&a->disc_lock);
+    kl_crds_free(a->crds);
     free(a);
 }
 
@@ -462,7 +303,7 @@ static int split(const char *path, char segs[MAX_SEGS][256])
 }
 
 /* 1: a resource path filled into *rt; 0: not a resource path. */
-static int parse_route(const char *path, struct route *rt)
+static int parse_route(kl_api *a, const char *path, struct route *rt)
 {
     char s[MAX_SEGS][256];
     int n = split(path, s);
@@ -500,6 +341,8 @@ static int parse_route(const char *path, struct route *rt)
     if (left > 3)
         return 0;
     rt->t = kl_type_find(group, version, s[i]);
+    if (!rt->t)
+        rt->t = kl_crds_find(a->crds, group, version, s[i]);
     if (!rt->t)
         return 0;
     if (left >= 2)
@@ -1478,6 +1321,8 @@ static void finish_update(struct write_ctx *c, const kl_obj *cur, json_object *o
     }
     if (!c->status_only)
         kl_apply_defaults(t, obj);
+    if (kl_type_is_crd(t))
+        kl_crd_admit(t, obj);
     prune_meta(obj);
 
     kl_errs *errs = kl_errs_new();
@@ -1633,6 +1478,8 @@ static json_object *prepare_create(struct write_ctx *c, json_object *obj, const 
         json_object_object_del(obj, "status");
     }
     kl_apply_defaults(t, obj);
+    if (kl_type_is_crd(t))
+        kl_crd_admit(t, obj);
     prune_meta(obj);
     kl_errs *errs = kl_errs_new();
     kl_validate_create(t, obj, errs);
@@ -2414,17 +2261,14 @@ static void method_not_allowed(kl_response *r)
          "the server does not allow this method on the requested resource");
 }
 
-/* Non-resource paths: discovery, OpenAPI, version and health. */
-static bool non_resource(kl_api *a, const kl_request *req, kl_response *r)
+static bool non_resource_in(kl_api *a, const kl_discovery *d, const kl_request *req, kl_response *r)
 {
     char s[MAX_SEGS][256];
     int n = split(req->path, s);
-    if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0)
-        return false;
     if (n == 1 && strcmp(s[0], "api") == 0) {
-        set_raw(r, 200, "application/json", a->discovery_api, strlen(a->discovery_api));
+        set_raw(r, 200, "application/json", d->api, strlen(d->api));
     } else if (n == 1 && strcmp(s[0], "apis") == 0) {
-        set_raw(r, 200, "application/json", a->discovery_apis, strlen(a->discovery_apis));
+        set_raw(r, 200, "application/json", d->apis, strlen(d->apis));
     } else if ((n == 2 && strcmp(s[0], "api") == 0) || (n == 3 && strcmp(s[0], "apis") == 0)) {
         char key[800];
         if (n == 2)
@@ -2432,12 +2276,12 @@ static bool non_resource(kl_api *a, const kl_request *req, kl_response *r)
         else
             snprintf(key, sizeof(key), "apis/%s/%s", s[1], s[2]);
         json_object *l = NULL;
-        if (!json_object_object_get_ex(a->gv_lists, key, &l))
+        if (!json_object_object_get_ex(d->gv_lists, key, &l))
             return false;
         set_body(r, 200, json_object_get(l));
     } else if (n == 2 && strcmp(s[0], "apis") == 0) {
         json_object *g = NULL;
-        if (!json_object_object_get_ex(a->gv_groups, s[1], &g))
+        if (!json_object_object_get_ex(d->gv_groups, s[1], &g))
             return false;
         set_body(r, 200, json_object_get(g));
     } else if (n == 1 && strcmp(s[0], "version") == 0) {
@@ -2455,21 +2299,49 @@ static bool non_resource(kl_api *a, const kl_request *req, kl_response *r)
         /* An empty document: kubectl then skips client-side validation. */
         set_raw(r, 200, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", "", 0);
     } else if (n == 2 && strcmp(s[0], "openapi") == 0 && strcmp(s[1], "v3") == 0) {
-        set_raw(r, 200, "application/json", a->openapi_root, strlen(a->openapi_root));
+        set_raw(r, 200, "application/json", d->openapi_root, strlen(d->openapi_root));
     } else if (n >= 4 && strcmp(s[0], "openapi") == 0 && strcmp(s[1], "v3") == 0) {
         char key[800];
         if (n == 4)
             snprintf(key, sizeof(key), "%s/%s", s[2], s[3]);
         else
             snprintf(key, sizeof(key), "%s/%s/%s", s[2], s[3], s[4]);
-        json_object *d = NULL;
-        if (!json_object_object_get_ex(a->openapi_gv, key, &d))
+        json_object *doc = NULL;
+        if (!json_object_object_get_ex(d->openapi_gv, key, &doc))
             return false;
-        set_body(r, 200, json_object_get(d));
+        set_body(r, 200, json_object_get(doc));
     } else {
         return false;
     }
     return true;
+}
+
+/* The discovery documents for the types served now (a reference). */
+static kl_discovery *discovery(kl_api *a)
+{
+    pthread_mutex_lock(&a->disc_lock);
+    uint64_t gen = kl_crds_generation(a->crds);
+    if (a->disc->gen != gen) {
+        size_t n = 0;
+        const kl_type **extra = kl_crds_list(a->crds, &n, &gen);
+        kl_discovery_unref(a->disc);
+        a->disc = kl_discovery_build(extra, n, gen);
+        free(extra);
+    }
+    kl_discovery *d = kl_discovery_ref(a->disc);
+    pthread_mutex_unlock(&a->disc_lock);
+    return d;
+}
+
+/* Non-resource paths: discovery, OpenAPI, version and health. */
+static bool non_resource(kl_api *a, const kl_request *req, kl_response *r)
+{
+    if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0)
+        return false;
+    kl_discovery *d = discovery(a);
+    bool ok = non_resource_in(a, d, req, r);
+    kl_discovery_unref(d);
+    return ok;
 }
 
 static const char *verb_of(const kl_request *req, const struct route *rt)
@@ -2505,10 +2377,10 @@ static void handle_as(kl_api *a, const kl_request *req, kl_response *r, const kl
  * clients read by the Content-Type. Handlers build JSON as always; it is
  * re-encoded here.
  */
-static void proto_answer(const kl_request *req, kl_response *r)
+static void proto_answer(kl_api *a, const kl_request *req, kl_response *r)
 {
     struct route rt;
-    if (!kl_proto_accepts(req->accept) || parse_route(req->path, &rt) != 1)
+    if (!kl_proto_accepts(req->accept) || parse_route(a, req->path, &rt) != 1)
         return;
     if (r->stream) {
         if (!rt.t->custom && !r->stream->table) {
@@ -2544,13 +2416,13 @@ void kl_api_handle(kl_api *a, const kl_request *req, kl_response *r)
     if (u)
         handle_as(a, req, r, u);
     sa_ident_clear(&sa);
-    proto_answer(req, r);
+    proto_answer(a, req, r);
 }
 
 static void handle_as(kl_api *a, const kl_request *req, kl_response *r, const kl_user *u)
 {
     struct route rt;
-    if (parse_route(req->path, &rt) != 1) {
+    if (parse_route(a, req->path, &rt) != 1) {
         kl_attrs at = {.resource_request = false, .path = req->path};
         char verb[16];
         snprintf(verb, sizeof(verb), "%s", req->method);
@@ -2638,6 +2510,11 @@ static void handle_as(kl_api *a, const kl_request *req, kl_response *r, const kl
     } else {
         do_delete_collection(a, req, &rt, r);
     }
+    /* kube-apiserver's CRD controllers, run in line: serve, follow or retire
+     * the types of the stored CRDs. */
+    if (r->code < 300 && strcmp(t->group, "apiextensions.k8s.io") == 0 &&
+        strcmp(verb, "get") != 0 && strcmp(verb, "list") != 0 && strcmp(verb, "watch") != 0)
+        kl_crds_reconcile(a->crds);
 }
 
 void kl_api_set_watch_close_after(kl_api *a, util_duration d)

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -42,6 +43,10 @@ struct kl_store {
     size_t n_types;
     const kl_type *types;
     struct table *tables;
+    /* tables of the types CRDs serve, added at run time, kept until the end */
+    const kl_type **dyn_types;
+    struct table **dyn_tables;
+    size_t n_dyn;
     /* event ring */
     kl_event *ring;
     size_t cap, first, count;
@@ -205,6 +210,13 @@ void kl_store_free(kl_store *s)
         free(s->tables[i].sorted);
     }
     free(s->tables);
+    for (size_t i = 0; i < s->n_dyn; i++) {
+        lh_table_free(s->dyn_tables[i]->map);
+        free(s->dyn_tables[i]->sorted);
+        free(s->dyn_tables[i]);
+    }
+    free(s->dyn_types);
+    free(s->dyn_tables);
     for (size_t i = 0; i < s->count; i++)
         kl_event_clear(&s->ring[(s->first + i) % s->cap]);
     free(s->ring);
@@ -229,7 +241,28 @@ uint64_t kl_store_rv(kl_store *s)
 
 static struct table *table_of(kl_store *s, const kl_type *t)
 {
-    return &s->tables[t - s->types];
+    uintptr_t p = (uintptr_t)t, lo = (uintptr_t)s->types;
+    if (p >= lo && p < lo + s->n_types * sizeof(*t))
+        return &s->tables[t - s->types];
+    for (size_t i = 0; i < s->n_dyn; i++)
+        if (s->dyn_types[i] == t)
+            return s->dyn_tables[i];
+    abort(); /* a type never added: a bug */
+}
+
+void kl_store_add_type(kl_store *s, const kl_type *t)
+{
+    struct table *tb = util_calloc(1, sizeof(*tb));
+    tb->map = lh_kchar_table_new(64, entry_free);
+    pthread_rwlock_wrlock(&s->lock);
+    s->dyn_types = realloc(s->dyn_types, (s->n_dyn + 1) * sizeof(const kl_type *));
+    s->dyn_tables = realloc(s->dyn_tables, (s->n_dyn + 1) * sizeof(struct table *));
+    if (!s->dyn_types || !s->dyn_tables)
+        abort();
+    s->dyn_types[s->n_dyn] = t;
+    s->dyn_tables[s->n_dyn] = tb;
+    s->n_dyn++;
+    pthread_rwlock_unlock(&s->lock);
 }
 
 static void make_key(const kl_type *t, const char *ns, const char *name, char *buf, size_t len)

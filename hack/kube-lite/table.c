@@ -143,6 +143,11 @@ static char *since(const char *ts, int64_t now)
     return human_duration(now - t);
 }
 
+char *kl_table_age(const char *ts, int64_t now)
+{
+    return since(ts, now);
+}
+
 static void add_age(json_object *cells, const json_object *o, int64_t now)
 {
     add_take(cells, since(kobj_meta_str(o, "creationTimestamp"), now));
@@ -1033,6 +1038,89 @@ static const printer printers[] = {
 
 static const printer default_printer = {"", "", COLS(default_cols), default_cells};
 
+/* ---- custom resources: the CRD version's additionalPrinterColumns ------------------- */
+
+static json_object *col_def(const char *name, const char *type, const char *format,
+                            const char *desc, int priority)
+{
+    json_object *d = json_object_new_object();
+    json_object_object_add(d, "name", json_object_new_string(name));
+    json_object_object_add(d, "type", json_object_new_string(type));
+    json_object_object_add(d, "format", json_object_new_string(format));
+    json_object_object_add(d, "description", json_object_new_string(desc));
+    json_object_object_add(d, "priority", json_object_new_int(priority));
+    return d;
+}
+
+static void cr_defs(const kl_type *t, json_object *defs)
+{
+    json_object_array_add(defs, col_def("Name", "string", "name",
+                                        "Name must be unique within a namespace. Is required when "
+                                        "creating resources, although some resources may allow a "
+                                        "client to request the generation of an appropriate name "
+                                        "automatically. Name is primarily intended for creation "
+                                        "idempotence and configuration definition. Cannot be "
+                                        "updated. More info: "
+                                        "http://kubernetes.io/docs/user-guide/identifiers#names",
+                                        0));
+    json_object *cols = kl_crd_columns(t);
+    for (size_t i = 0; i < kobj_len(cols); i++) {
+        json_object *c = kobj_at(cols, i);
+        const char *path = kobj_str(c, "jsonPath");
+        const char *desc = kobj_str(c, "description");
+        char *dflt = util_asprintf("Custom resource definition column (in JSONPath format): %s",
+                                   path ? path : "");
+        int64_t prio = 0;
+        kobj_int64(c, "priority", &prio);
+        const char *name = kobj_str(c, "name"), *type = kobj_str(c, "type");
+        const char *format = kobj_str(c, "format");
+        json_object_array_add(defs, col_def(name ? name : "", type ? type : "string",
+                                            format ? format : "", desc && *desc ? desc : dflt,
+                                            (int)prio));
+        free(dflt);
+    }
+}
+
+/* The cell of one column, as the apiextensions table convertor: nothing for
+ * a missing value, the printed value for string columns, a typed JSON value
+ * otherwise, an age for dates. */
+static void cr_cell(json_object *cells, const json_object *o, const json_object *c, int64_t now)
+{
+    const char *path = kobj_str(c, "jsonPath");
+    const char *type = kobj_str(c, "type");
+    json_object *v = path && path[0] == '.' ? kobj_path(o, path + 1) : NULL;
+    if (!v || json_object_is_type(v, json_type_null)) {
+        json_object_array_add(cells, NULL);
+        return;
+    }
+    json_type jt = json_object_get_type(v);
+    if (type && strcmp(type, "date") == 0) {
+        if (jt == json_type_string)
+            add_take(cells, since(json_object_get_string(v), now));
+        else
+            json_object_array_add(cells, NULL);
+    } else if (!type || strcmp(type, "string") == 0) {
+        if (jt == json_type_string)
+            add_str(cells, json_object_get_string(v));
+        else
+            add_str(cells, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+    } else if ((strcmp(type, "integer") == 0 && jt == json_type_int) ||
+               (strcmp(type, "number") == 0 && (jt == json_type_int || jt == json_type_double)) ||
+               (strcmp(type, "boolean") == 0 && jt == json_type_boolean)) {
+        json_object_array_add(cells, json_object_get(v));
+    } else {
+        json_object_array_add(cells, NULL);
+    }
+}
+
+static void cr_cells(const kl_type *t, const json_object *o, int64_t now, json_object *cells)
+{
+    add_str(cells, name_of(o));
+    json_object *cols = kl_crd_columns(t);
+    for (size_t i = 0; i < kobj_len(cols); i++)
+        cr_cell(cells, o, kobj_at(cols, i), now);
+}
+
 static const printer *printer_for(const kl_type *t)
 {
     for (size_t i = 0; i < sizeof(printers) / sizeof(printers[0]); i++)
@@ -1097,7 +1185,9 @@ json_object *kl_table_new(const kl_type *t, int version, bool columns)
                                                       : "meta.k8s.io/v1"));
     json_object_object_add(tab, "metadata", json_object_new_object());
     json_object *defs = json_object_new_array();
-    for (size_t i = 0; columns && i < p->n_cols; i++) {
+    if (columns && kl_type_is_crd(t))
+        cr_defs(t, defs);
+    for (size_t i = 0; columns && !kl_type_is_crd(t) && i < p->n_cols; i++) {
         json_object *d = json_object_new_object();
         json_object_object_add(d, "name", json_object_new_string(p->cols[i].name));
         json_object_object_add(d, "type", json_object_new_string(p->cols[i].type));
@@ -1120,7 +1210,10 @@ void kl_table_add_row(json_object *table, const kl_type *t, const json_object *o
         return;
     json_object *row = json_object_new_object();
     json_object *cells = json_object_new_array();
-    p->cells(obj, now, cells);
+    if (kl_type_is_crd(t))
+        cr_cells(t, obj, now, cells);
+    else
+        p->cells(obj, now, cells);
     json_object_object_add(row, "cells", cells);
     if (include == KL_INCLUDE_OBJECT) {
         json_object *copy = NULL;

@@ -5,6 +5,7 @@
  * deleted object).
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -390,6 +391,20 @@ static const kl_type types[] = {
      NULL,
      0,
      false},
+    {"apiextensions.k8s.io",
+     "v1",
+     "customresourcedefinitions",
+     "CustomResourceDefinition",
+     "CustomResourceDefinitionList",
+     "customresourcedefinition",
+     {"crd", "crds"},
+     false,
+     true,
+     true,
+     false,
+     NULL,
+     KEYS(meta_keys),
+     true},
     {"apps",
      "v1",
      "deployments",
@@ -548,14 +563,25 @@ const kl_type *kl_type_by_kind(const char *group, const char *kind)
     return NULL;
 }
 
+/* True for a row of the table above; false for a type a CRD serves (crd.c). */
+static bool is_builtin(const kl_type *t)
+{
+    uintptr_t p = (uintptr_t)t, lo = (uintptr_t)types;
+    return p >= lo && p < lo + sizeof(types);
+}
+
 const char *kl_type_qualified(const kl_type *t)
 {
+    if (!is_builtin(t))
+        return kl_crd_type_qualified(t);
     pthread_once(&derived_once, build_derived);
     return qualified[t - types];
 }
 
 const char *kl_type_api_version(const kl_type *t)
 {
+    if (!is_builtin(t))
+        return kl_crd_type_api_version(t);
     pthread_once(&derived_once, build_derived);
     return api_version[t - types];
 }

@@ -803,7 +803,9 @@ void kl_apply_defaults(const kl_type *t, json_object *obj)
 {
     if (obj == NULL || !json_object_is_type(obj, json_type_object))
         return;
-    if (is(t, "storage.k8s.io", "storageclasses")) {
+    if (is(t, "apiextensions.k8s.io", "customresourcedefinitions")) {
+        kl_crd_definition_defaults(obj);
+    } else if (is(t, "storage.k8s.io", "storageclasses")) {
         set_default(obj, "reclaimPolicy", json_object_new_string("Delete"));
         set_default(obj, "volumeBindingMode", json_object_new_string("Immediate"));
     } else if (is(t, "storage.k8s.io", "csidrivers")) {
@@ -1645,6 +1647,11 @@ static void type_rules(const kl_type *t, const json_object *old, const json_obje
             va_spec_v1(obj, e);
         return;
     }
+    if (kl_type_is_crd(t)) {
+        /* The whole object against the schema, through /status too. */
+        kl_crd_validate(t, obj, e);
+        return;
+    }
     if (status_only)
         return;
     if (is(t, "", "persistentvolumeclaims"))
@@ -1665,6 +1672,8 @@ static void type_rules(const kl_type *t, const json_object *old, const json_obje
         content_rules(old, obj, meta_blocking, e);
     else if (is(t, "snapshot.storage.k8s.io", "volumesnapshotclasses"))
         snapshotclass_rules(obj, e);
+    else if (is(t, "apiextensions.k8s.io", "customresourcedefinitions"))
+        kl_crd_validate_definition(old, obj, e);
 }
 
 void kl_validate_create(const kl_type *t, const json_object *obj, kl_errs *errs)

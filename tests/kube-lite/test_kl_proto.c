@@ -469,7 +469,9 @@ static void test_every_builtin_type_and_its_list_has_tables(void **state)
     for (size_t i = 0; i < n; i++) {
         const kl_type *t = &types[i];
         const char *apiv = kl_type_api_version(t);
-        bool want = !t->custom;
+        /* CustomResourceDefinitions stay JSON: no tables are generated for
+         * apiextensions.k8s.io (its clients default to JSON). */
+        bool want = !t->custom && strcmp(t->group, "apiextensions.k8s.io") != 0;
         if (kl_proto_known(apiv, t->kind) != want || kl_proto_known(apiv, t->list_kind) != want)
             fail_msg("%s %s: tables %s", apiv, t->kind, want ? "missing" : "for a custom type");
     }
