@@ -1274,8 +1274,8 @@ static void finish_update(struct write_ctx *c, const kl_obj *cur, json_object *o
         kl_errs *e = kl_errs_new();
         kl_errs_add(e, KL_INVALID, "metadata.resourceVersion",
                     "Invalid value: 0x0: must be specified for an update");
-        /* store.Update words this one by resource, not Kind (its TODO:
-         * "The Invalid error should have a field for Resource"). */
+        /* kube-apiserver's store.Update names the resource here, not the
+         * Kind as other Invalid errors do: so does this one. */
         mut_error(m, kl_errs_status_as(e, t->group, t->resource, c->name));
         kl_errs_free(e);
         return;
