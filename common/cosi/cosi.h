@@ -19,6 +19,34 @@
 #include "cosi.pb-c.h"
 #include "csi/csi.h"
 
+/* ---- the objectstorage.k8s.io/v1alpha1 API's names (upstream v0.2.2's) ---- */
+
+/* On a BucketClaim while its Bucket exists (controller adds, sidecar removes). */
+#define COSI_FINALIZER_CLAIM "cosi.objectstorage.k8s.io/bucketclaim-protection"
+/* On a Bucket while the driver's bucket may exist (sidecar). */
+#define COSI_FINALIZER_BUCKET "cosi.objectstorage.k8s.io/bucket-protection"
+/* On a Bucket while BucketAccesses to it may exist (sidecar). */
+#define COSI_FINALIZER_BA_BUCKET "cosi.objectstorage.k8s.io/bucketaccess-bucket-protection"
+/* On a BucketAccess while access may be granted (sidecar). */
+#define COSI_FINALIZER_ACCESS "cosi.objectstorage.k8s.io/bucketaccess-protection"
+/* On the credentials Secret the sidecar wrote. */
+#define COSI_FINALIZER_SECRET "cosi.objectstorage.k8s.io/secret-protection"
+
+/* Event reasons. */
+#define COSI_REASON_FAILED_CREATE_BUCKET "FailedCreateBucket"
+#define COSI_REASON_FAILED_DELETE_BUCKET "FailedDeleteBucket"
+#define COSI_REASON_WAITING_FOR_BUCKET   "WaitingForBucket"
+#define COSI_REASON_FAILED_GRANT_ACCESS  "FailedGrantAccess"
+#define COSI_REASON_FAILED_REVOKE_ACCESS "FailedRevokeAccess"
+
+/* Generated names: "bucket-" + claim UID, "ba-" + access UID (the account
+ * name sent to the driver), "bc-" + access UID (BucketInfo's name). */
+#define COSI_BUCKET_PREFIX     "bucket-"
+#define COSI_ACCOUNT_PREFIX    "ba-"
+#define COSI_BUCKETINFO_PREFIX "bc-"
+/* The key of the credentials Secret's one entry. */
+#define COSI_SECRET_KEY "BucketInfo"
+
 /* The driver name rule of DriverGetInfoResponse: 1..63 characters,
  * alphanumerics, '-' and '.', beginning and ending alphanumeric. */
 bool cosi_driver_name_valid(const char *name);

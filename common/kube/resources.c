@@ -84,6 +84,44 @@ static const char *const VA_FIELDS[] = {"o spec",
         "snapshot.storage.k8s.io", "v1", res, kind, ns, NULL                                       \
     }
 
+/* objectstorage.k8s.io/v1alpha1 (COSI). */
+#define COSI(res, kind, ns, fields)                                                                \
+    {                                                                                              \
+        "objectstorage.k8s.io", "v1alpha1", res, kind, ns, fields                                  \
+    }
+static const char *const BUCKET_FIELDS[] = {"o spec",
+                                            "s spec.driverName",
+                                            "s spec.bucketClassName",
+                                            "o spec.bucketClaim",
+                                            "s spec.bucketClaim.name",
+                                            "s spec.bucketClaim.namespace",
+                                            "s spec.bucketClaim.uid",
+                                            "l spec.protocols",
+                                            "m spec.parameters",
+                                            "s spec.deletionPolicy",
+                                            "s spec.existingBucketID",
+                                            "o status",
+                                            "b status.bucketReady",
+                                            "s status.bucketID",
+                                            NULL};
+static const char *const BUCKETCLAIM_FIELDS[] = {
+    "o spec",   "s spec.bucketClassName", "l spec.protocols",    "s spec.existingBucketName",
+    "o status", "b status.bucketReady",   "s status.bucketName", NULL};
+static const char *const BUCKETCLASS_FIELDS[] = {"s driverName", "s deletionPolicy", "m parameters",
+                                                 NULL};
+static const char *const BUCKETACCESSCLASS_FIELDS[] = {"s driverName", "s authenticationType",
+                                                       "m parameters", NULL};
+static const char *const BUCKETACCESS_FIELDS[] = {"o spec",
+                                                  "s spec.bucketClaimName",
+                                                  "s spec.protocol",
+                                                  "s spec.bucketAccessClassName",
+                                                  "s spec.credentialsSecretName",
+                                                  "s spec.serviceAccountName",
+                                                  "o status",
+                                                  "s status.accountID",
+                                                  "b status.accessGranted",
+                                                  NULL};
+
 const kube_resource KUBE_PVC =
     CORE("persistentvolumeclaims", "PersistentVolumeClaim", true, PVC_FIELDS);
 const kube_resource KUBE_PV = CORE("persistentvolumes", "PersistentVolume", false, PV_FIELDS);
@@ -102,6 +140,15 @@ const kube_resource KUBE_CSISTORAGECAPACITY =
 const kube_resource KUBE_VOLUMEATTRIBUTESCLASS =
     STORAGE("volumeattributesclasses", "VolumeAttributesClass", false, NULL);
 const kube_resource KUBE_LEASE = {"coordination.k8s.io", "v1", "leases", "Lease", true, NULL};
+const kube_resource KUBE_BUCKET = COSI("buckets", "Bucket", false, BUCKET_FIELDS);
+const kube_resource KUBE_BUCKETCLAIM =
+    COSI("bucketclaims", "BucketClaim", true, BUCKETCLAIM_FIELDS);
+const kube_resource KUBE_BUCKETCLASS =
+    COSI("bucketclasses", "BucketClass", false, BUCKETCLASS_FIELDS);
+const kube_resource KUBE_BUCKETACCESS =
+    COSI("bucketaccesses", "BucketAccess", true, BUCKETACCESS_FIELDS);
+const kube_resource KUBE_BUCKETACCESSCLASS =
+    COSI("bucketaccessclasses", "BucketAccessClass", false, BUCKETACCESSCLASS_FIELDS);
 const kube_resource KUBE_VOLUMESNAPSHOT = SNAP("volumesnapshots", "VolumeSnapshot", true);
 const kube_resource KUBE_VOLUMESNAPSHOTCONTENT =
     SNAP("volumesnapshotcontents", "VolumeSnapshotContent", false);

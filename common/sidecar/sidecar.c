@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cosi/cosi.h"
 #include "sidecar/sidecar.h"
 
 struct sidecar {
@@ -42,6 +43,7 @@ int sidecar_flags_add(util_flags *f, sidecar_flags *sf, unsigned which)
 {
     memset(sf, 0, sizeof(*sf));
     sf->csi_address = "/run/csi/socket";
+    sf->driver_addr = "unix:///var/lib/cosi/cosi.sock";
     sf->kube_api_qps = 5;
     sf->kube_api_burst = 10;
     sf->lease_duration = 15 * UTIL_SECOND;
@@ -52,6 +54,9 @@ int sidecar_flags_add(util_flags *f, sidecar_flags *sf, unsigned which)
     if (which & SIDECAR_FLAGS_CSI)
         r |= util_flags_string(f, "csi-address", &sf->csi_address,
                                "The gRPC endpoint for Target CSI Volume.");
+    if (which & SIDECAR_FLAGS_COSI)
+        r |= util_flags_string(f, "driver-addr", &sf->driver_addr,
+                               "path to unix domain socket where driver is listening");
     if (which & SIDECAR_FLAGS_KUBE) {
         r |= util_flags_string(f, "kubeconfig", &sf->kubeconfig,
                                "Absolute path to the kubeconfig file. Required only when running "
@@ -157,6 +162,30 @@ static void healthz_leader(void *ud, int *code, char **body, const char **ctype)
     *ctype = "text/plain; charset=utf-8";
 }
 
+/* A COSI driver: the same connection (loss exits as for CSI when asked),
+ * its name from DriverGetInfo, which also shows it is up. */
+static int start_cosi(sidecar *s, const sidecar_flags *sf, const sidecar_opts *opts)
+{
+    csi_conn_opts co = {.on_call = sidecar_csi_hook,
+                        .on_call_ud = s,
+                        .max_log_len = opts->max_log_len,
+                        .on_loss = opts->exit_on_csi_loss ? csi_loss_exit : NULL};
+    int r = csi_conn_new(sf->driver_addr, &co, &s->csi);
+    if (r < 0)
+        return r;
+    csi_status st;
+    Cosi__V1alpha1__DriverGetInfoResponse *info = NULL;
+    r = cosi_driver_get_info(s->csi, opts->timeout, &info, &st);
+    if (r < 0)
+        return util_err_set(r, "error getting COSI driver info: %s: %s", csi_code_name(st.code),
+                            st.message);
+    s->driver_name = util_strdup(info->name);
+    cosi__v1alpha1__driver_get_info_response__free_unpacked(info, NULL);
+    atomic_store(&s->driver_label, s->driver_name);
+    obs_info("Detected COSI driver %s", s->driver_name);
+    return 0;
+}
+
 int sidecar_start(const sidecar_flags *sf, const sidecar_opts *opts, sidecar **out)
 {
     *out = NULL;
@@ -206,6 +235,11 @@ int sidecar_start(const sidecar_flags *sf, const sidecar_opts *opts, sidecar **o
         csi__v1__get_plugin_info_response__free_unpacked(info, NULL);
         atomic_store(&s->driver_label, s->driver_name);
         obs_info("Detected CSI driver %s", s->driver_name);
+    }
+    if (opts->which & SIDECAR_FLAGS_COSI) {
+        r = start_cosi(s, sf, opts);
+        if (r < 0)
+            goto fail;
     }
     if (opts->which & SIDECAR_FLAGS_KUBE) {
         r = kube_config_load(sf->kubeconfig, sf->master, opts->kubeconfig_env, &s->cfg);

@@ -25,10 +25,12 @@ enum {
     SIDECAR_FLAGS_KUBE = 1 << 1,   /* --kubeconfig, --kube-api-qps/-burst */
     SIDECAR_FLAGS_LEADER = 1 << 2, /* --leader-election* */
     SIDECAR_FLAGS_HTTP = 1 << 3,   /* --http-endpoint, --metrics-address, --metrics-path */
+    SIDECAR_FLAGS_COSI = 1 << 4,   /* --driver-addr: a COSI driver (name from DriverGetInfo) */
 };
 
 typedef struct sidecar_flags {
     const char *csi_address;
+    const char *driver_addr; /* COSI */
     const char *kubeconfig;
     const char *master; /* only for binaries that register it themselves */
     double kube_api_qps;
@@ -72,9 +74,9 @@ typedef struct sidecar_opts {
 
 /*
  * Connects to the driver (30 s bound), probes until ready when asked, reads
- * the driver name; loads the kube config and makes the clients; prepares
- * the metrics registry and HTTP endpoint. Errors are -EINVAL/-ETIMEDOUT/...
- * with one line in util_err_last(): the binary prints it and exits 1.
+ * the driver name (GetPluginInfo, or DriverGetInfo for a COSI driver); loads the kube config and
+ * makes the clients; prepares the metrics registry and HTTP endpoint. Errors are
+ * -EINVAL/-ETIMEDOUT/... with one line in util_err_last(): the binary prints it and exits 1.
  */
 int sidecar_start(const sidecar_flags *sf, const sidecar_opts *opts, sidecar **out);
 /* Waits for the `run` function of sidecar_serve to return (the binary stops
