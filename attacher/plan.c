@@ -15,8 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
 #include "kobj/kobj.h"
 
 /* ---- names -------------------------------------------------------------------------- */
@@ -370,29 +368,6 @@ int att_secret_ref(const json_object *pv, const char **ns, const char **name)
     return 0;
 }
 
-/* Standard padded base64 (Go's []byte in JSON) via OpenSSL's block
- * decoder, which counts padding as zero bytes: those are taken off. */
-static int b64_decode(const char *in, char **out)
-{
-    size_t len = strlen(in);
-    *out = NULL;
-    if (len % 4 != 0)
-        return -EINVAL;
-    unsigned char *buf = util_calloc(len / 4 * 3 + 1, 1);
-    int n = len ? EVP_DecodeBlock(buf, (const unsigned char *)in, (int)len) : 0;
-    if (n < 0) {
-        free(buf);
-        return -EINVAL;
-    }
-    if (len >= 1 && in[len - 1] == '=')
-        n--;
-    if (len >= 2 && in[len - 2] == '=')
-        n--;
-    buf[n] = '\0';
-    *out = (char *)buf;
-    return 0;
-}
-
 /* Calls add(key, decoded value) for every data entry, keys sorted. */
 static int secret_each(const json_object *secret, void (*add)(void *ud, char *k, char *v), void *ud)
 {
@@ -403,7 +378,7 @@ static int secret_each(const json_object *secret, void (*add)(void *ud, char *k,
     {
         const char *text = kobj_typed(v, json_type_string) ? json_object_get_string(v) : "";
         char *dec = NULL;
-        if (b64_decode(text, &dec) < 0)
+        if (util_base64_decode(text, &dec) < 0)
             return util_err_set(-EINVAL, "secret data for key \"%s\" is not base64 text", k);
         add(ud, util_strdup(k), dec);
     }

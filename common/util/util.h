@@ -142,6 +142,11 @@ typedef struct util_buf {
     size_t len, cap;
 } util_buf;
 void util_buf_put(util_buf *b, const char *s, size_t n);
+/* Decodes standard padded base64, as Go's encoding/json writes []byte (a
+ * Secret's data values); line breaks are skipped as Go's decoder does. A
+ * decoded NUL byte is refused (a C string cannot carry it). 0 with *out
+ * malloc'ed, or -EINVAL. */
+int util_base64_decode(const char *in, char **out);
 /* Names the calling thread (what `top -H` and /proc/PID/task/TID/comm show);
  * the kernel keeps 15 bytes. A thread's name says its role, so CPU and
  * memory can be told apart by role without a debugger. */

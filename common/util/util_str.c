@@ -5,7 +5,9 @@
  */
 #include "util.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +89,66 @@ void util_buf_put(util_buf *b, const char *s, size_t n)
         memcpy(b->buf + b->len, s, n);
     b->len += n;
     b->buf[b->len] = '\0';
+}
+
+/* The value of one character of the standard alphabet, or -1. */
+static int b64_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+int util_base64_decode(const char *in, char **out)
+{
+    size_t n = strlen(in);
+    char *clean = util_calloc(n + 1, 1);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (in[i] != '\r' && in[i] != '\n')
+            clean[m++] = in[i];
+    char *res = util_calloc(m / 4 * 3 + 1, 1);
+    size_t o = 0;
+    bool ok = m % 4 == 0;
+    for (size_t i = 0; ok && i < m; i += 4) {
+        int v[4];
+        int pad = 0;
+        for (int k = 0; k < 4; k++) {
+            if (clean[i + k] == '=' && i + 4 == m && k >= 2) {
+                v[k] = 0;
+                pad++;
+            } else {
+                v[k] = pad > 0 ? -1 : b64_value(clean[i + k]);
+            }
+            ok = ok && v[k] >= 0;
+        }
+        if (!ok)
+            break;
+        uint32_t w =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        res[o++] = (char)(w >> 16);
+        if (pad < 2)
+            res[o++] = (char)(w >> 8 & 0xff);
+        if (pad < 1)
+            res[o++] = (char)(w & 0xff);
+    }
+    free(clean);
+    /* A C string cannot carry a NUL byte; refuse rather than truncate. */
+    if (!ok || memchr(res, '\0', o) != NULL) {
+        free(res);
+        return -EINVAL;
+    }
+    res[o] = '\0';
+    *out = res;
+    return 0;
 }
 
 bool util_has_prefix(const char *s, const char *prefix)

@@ -80,29 +80,6 @@ int ksim_map_add_json(ksim_map *m, const json_object *obj, const char *what)
     return 0;
 }
 
-/* Standard padded base64 (Go's []byte in JSON); OpenSSL's block decoder
- * counts the padding as zero bytes, which are taken off again. */
-static int b64_decode(const char *in, char **out)
-{
-    size_t len = strlen(in);
-    *out = NULL;
-    if (len % 4 != 0)
-        return -EINVAL;
-    unsigned char *buf = util_calloc(len / 4 * 3 + 1, 1);
-    int n = len ? EVP_DecodeBlock(buf, (const unsigned char *)in, (int)len) : 0;
-    if (n < 0) {
-        free(buf);
-        return -EINVAL;
-    }
-    if (len >= 1 && in[len - 1] == '=')
-        n--;
-    if (len >= 2 && in[len - 2] == '=')
-        n--;
-    buf[n] = '\0';
-    *out = (char *)buf;
-    return 0;
-}
-
 int ksim_secret_data(const json_object *secret, ksim_map *out)
 {
     json_object *data = kobj_get(secret, "data");
@@ -116,7 +93,7 @@ int ksim_secret_data(const json_object *secret, ksim_map *out)
     {
         char *plain = NULL;
         if (!json_object_is_type(v, json_type_string) ||
-            b64_decode(json_object_get_string(v), &plain) < 0)
+            util_base64_decode(json_object_get_string(v), &plain) < 0)
             return util_err_set(-EINVAL, "secret data for key \"%s\" is not base64 text", k);
         ksim_map_set(out, k, plain);
         free(plain);

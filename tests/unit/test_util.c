@@ -1431,6 +1431,44 @@ static void test_str_helpers_allocate_owned_copies(void **state)
 
 /* util_buf: NUL-terminated after any put (an empty one too), grows past
  * its first 256 bytes without losing what it held. */
+/* Secret data as encoding/json writes []byte: padded standard base64. */
+static void test_base64_decode_is_strict_standard_padded(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *want; /* want NULL: refused */
+    } cases[] = {
+        {"", ""},
+        {"YQ==", "a"},
+        {"YWI=", "ab"},
+        {"YWJj", "abc"},
+        {"c2VjcmV0", "secret"},
+        {"c2Vj\ncmV0", "secret"}, /* line breaks skipped, as Go does */
+        {"c2Vj\r\ncmV0", "secret"},
+        {"Pz8/", "???"},
+        {"-_-_", NULL}, /* the URL alphabet is not this one */
+        {"YQ", NULL},   /* padding is required */
+        {"YQ=", NULL},
+        {"Y===", NULL},
+        {"YQ==YQ==", NULL}, /* padding only at the end */
+        {"=QQQ", NULL},
+        {"YW J", NULL},
+        {"AA==", NULL}, /* a NUL byte cannot be a C string's */
+        {"YQBi", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out = (char *)"untouched";
+        int r = util_base64_decode(cases[i].in, &out);
+        if (cases[i].want) {
+            assert_int_equal(r, 0);
+            assert_string_equal(out, cases[i].want);
+            free(out);
+        } else {
+            assert_int_equal(r, -EINVAL);
+        }
+    }
+}
+
 static void test_buf_grows_and_stays_terminated(void **state)
 {
     (void)state;
@@ -1454,6 +1492,7 @@ int main(int argc, char **argv)
         return parse_or_exit_child(argc - 1, argv + 1);
 
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_base64_decode_is_strict_standard_padded),
         cmocka_unit_test(test_duration_parse_accepts_go_syntax),
         cmocka_unit_test(test_duration_parse_rejects_bad_syntax_and_overflow),
         cmocka_unit_test(test_duration_format_matches_go_string),
