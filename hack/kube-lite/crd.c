@@ -12,8 +12,12 @@
  *     pointers to it; a re-created CRD gets a new type.
  *   - reconciliation after every CRD write (level-triggered, as the
  *     controllers are): serve what is stored, set status.acceptedNames and
- *     the NamesAccepted and Established conditions, follow schema and
- *     printer column changes, stop serving what is gone.
+ *     the NamesAccepted and Established conditions (and, for protected
+ *     groups, the API approval controller's
+ *     KubernetesAPIApprovalPolicyConformant), follow schema and printer
+ *     column changes, stop serving what is gone.
+ *   - the status a create starts with (empty accepted names, no
+ *     conditions, the storage version stored), as the CRD strategy sets it.
  *   - the CRD rules kube-apiserver 1.20 checks that matter here (names,
  *     scope, one storage version, a schema per version, the
  *     api-approved.kubernetes.io annotation of protected groups).
@@ -322,18 +326,122 @@ static void remove_objects(kl_crds *c, const kl_type *t)
     free(next);
 }
 
-/* ---- status: what the naming and establishing controllers write ------------------ */
+/* ---- status: what the naming, establishing and API approval controllers write ---------- */
 
-static json_object *condition(const char *type, const char *reason, const char *message,
-                              const char *now)
+static bool has_suffix(const char *s, const char *suffix)
 {
-    json_object *cnd = json_object_new_object();
-    json_object_object_add(cnd, "type", json_object_new_string(type));
-    json_object_object_add(cnd, "status", json_object_new_string("True"));
-    json_object_object_add(cnd, "lastTransitionTime", json_object_new_string(now));
+    size_t ls = strlen(s), lx = strlen(suffix);
+    return ls >= lx && strcmp(s + ls - lx, suffix) == 0;
+}
+
+/* k8s.io, kubernetes.io and their subdomains (IsProtectedCommunityGroup). */
+static bool protected_group(const char *g)
+{
+    return strcmp(g, "k8s.io") == 0 || strcmp(g, "kubernetes.io") == 0 ||
+           has_suffix(g, ".k8s.io") || has_suffix(g, ".kubernetes.io");
+}
+
+#define APPROVAL_PR "see https://github.com/kubernetes/enhancements/pull/1111"
+
+enum approval { APPROVED, BYPASSED, INVALID, MISSING };
+
+static enum approval approval_state(const json_object *crd)
+{
+    const char *a = kobj_annotation(crd, "api-approved.kubernetes.io");
+    if (!a || !*a)
+        return MISSING;
+    if (strncmp(a, "unapproved", 10) == 0)
+        return BYPASSED;
+    /* url.ParseRequestURI with a scheme and a host. */
+    const char *sep = strstr(a, "://");
+    if (sep && sep > a && sep[3] && sep[3] != '/' && !strchr(a, ' '))
+        return APPROVED;
+    return INVALID;
+}
+
+/* The KubernetesAPIApprovalPolicyConformant condition kube-apiserver's API
+ * approval controller keeps on CRDs of protected groups (none on others):
+ * status, reason and message for the annotation as it is now. */
+struct approval_cond {
+    const char *status, *reason;
+    char *message;
+};
+
+static bool approval_condition(const json_object *crd, struct approval_cond *out)
+{
+    const char *g = kobj_str(kobj_obj(crd, "spec"), "group");
+    if (!g || !protected_group(g))
+        return false;
+    const char *a = kobj_annotation(crd, "api-approved.kubernetes.io");
+    char *q = NULL;
+    switch (approval_state(crd)) {
+    case APPROVED:
+        *out = (struct approval_cond){"True", "ApprovedAnnotation",
+                                      util_asprintf("approved in %s", a)};
+        break;
+    case BYPASSED:
+        q = kl_quote(a);
+        *out = (struct approval_cond){"False", "UnapprovedAnnotation",
+                                      util_asprintf("not approved: %s", q)};
+        break;
+    case INVALID:
+        *out = (struct approval_cond){
+            "False", "InvalidAnnotation",
+            util_strdup("protected groups must have approval annotation "
+                        "\"api-approved.kubernetes.io\" with either a URL or a reason starting "
+                        "with \"unapproved\", " APPROVAL_PR)};
+        break;
+    case MISSING:
+        *out = (struct approval_cond){"False", "MissingAnnotation",
+                                      util_strdup("protected groups must have approval annotation "
+                                                  "\"api-approved.kubernetes.io\", " APPROVAL_PR)};
+        break;
+    }
+    free(q);
+    return true;
+}
+
+static json_object *find_condition(const json_object *crd, const char *type)
+{
+    json_object *conds = kobj_arr(kobj_obj(crd, "status"), "conditions");
+    for (size_t i = 0; i < kobj_len(conds); i++) {
+        const char *t = kobj_str(kobj_at(conds, i), "type");
+        if (t && strcmp(t, type) == 0)
+            return kobj_at(conds, i);
+    }
+    return NULL;
+}
+
+static bool str_is(const json_object *o, const char *key, const char *want)
+{
+    const char *v = kobj_str(o, key);
+    return v && strcmp(v, want) == 0;
+}
+
+/* SetCRDCondition's rule: an existing condition keeps its place and its
+ * lastTransitionTime unless its status changes; a new one goes last. */
+static void set_condition(json_object *status, const char *type, const char *st, const char *reason,
+                          const char *message, const char *now)
+{
+    json_object *conds = kobj_arr(status, "conditions");
+    if (!conds) {
+        conds = json_object_new_array();
+        json_object_object_add(status, "conditions", conds);
+    }
+    json_object *cnd = NULL;
+    for (size_t i = 0; i < kobj_len(conds) && !cnd; i++)
+        if (str_is(kobj_at(conds, i), "type", type))
+            cnd = kobj_at(conds, i);
+    if (!cnd) {
+        cnd = json_object_new_object();
+        json_object_object_add(cnd, "type", json_object_new_string(type));
+        json_object_array_add(conds, cnd);
+    }
+    if (!str_is(cnd, "status", st) || !kobj_str(cnd, "lastTransitionTime"))
+        json_object_object_add(cnd, "lastTransitionTime", json_object_new_string(now));
+    json_object_object_add(cnd, "status", json_object_new_string(st));
     json_object_object_add(cnd, "reason", json_object_new_string(reason));
     json_object_object_add(cnd, "message", json_object_new_string(message));
-    return cnd;
 }
 
 static void set_established(void *ud, const kl_obj *cur, kl_mut *m)
@@ -355,12 +463,17 @@ static void set_established(void *ud, const kl_obj *cur, kl_mut *m)
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    json_object *conds = json_object_new_array();
-    json_object_array_add(conds,
-                          condition("NamesAccepted", "NoConflicts", "no conflicts found", now));
-    json_object_array_add(conds, condition("Established", "InitialNamesAccepted",
-                                           "the initial names have been accepted", now));
-    json_object_object_add(status, "conditions", conds);
+    /* In the order kube-apiserver's controllers usually get there: the
+     * approval one reacts to the create first, then naming, establishing. */
+    struct approval_cond ac;
+    if (approval_condition(obj, &ac)) {
+        set_condition(status, "KubernetesAPIApprovalPolicyConformant", ac.status, ac.reason,
+                      ac.message, now);
+        free(ac.message);
+    }
+    set_condition(status, "NamesAccepted", "True", "NoConflicts", "no conflicts found", now);
+    set_condition(status, "Established", "True", "InitialNamesAccepted",
+                  "the initial names have been accepted", now);
     if (!kobj_arr(status, "storedVersions")) {
         json_object *sv = json_object_new_array();
         json_object_array_add(
@@ -371,17 +484,23 @@ static void set_established(void *ud, const kl_obj *cur, kl_mut *m)
     m->obj = obj;
 }
 
+/* True when the status is what set_established would write. */
 static bool established(const json_object *crd)
 {
-    json_object *conds = kobj_arr(kobj_obj(crd, "status"), "conditions");
-    for (size_t i = 0; i < kobj_len(conds); i++) {
-        json_object *cnd = kobj_at(conds, i);
-        const char *type = kobj_str(cnd, "type"), *st = kobj_str(cnd, "status");
-        if (type && st && strcmp(type, "Established") == 0 && strcmp(st, "True") == 0)
-            return json_object_equal(kobj_obj(kobj_obj(crd, "status"), "acceptedNames"),
-                                     kobj_obj(kobj_obj(crd, "spec"), "names"));
+    json_object *est = find_condition(crd, "Established");
+    if (!est || !str_is(est, "status", "True"))
+        return false;
+    struct approval_cond ac;
+    if (approval_condition(crd, &ac)) {
+        json_object *cur = find_condition(crd, "KubernetesAPIApprovalPolicyConformant");
+        bool same = cur && str_is(cur, "status", ac.status) && str_is(cur, "reason", ac.reason) &&
+                    str_is(cur, "message", ac.message);
+        free(ac.message);
+        if (!same)
+            return false;
     }
-    return false;
+    return json_object_equal(kobj_obj(kobj_obj(crd, "status"), "acceptedNames"),
+                             kobj_obj(kobj_obj(crd, "spec"), "names"));
 }
 
 /* ---- reconcile ------------------------------------------------------------------------ */
@@ -467,8 +586,44 @@ void kl_crd_validate(const kl_type *t, const json_object *obj, kl_errs *e)
 
 /* ---- the CRD object ------------------------------------------------------------------- */
 
+/* The status a write leaves (the strategy's PrepareForCreate and
+ * PrepareForUpdate): a new CRD starts with empty accepted names, no
+ * conditions and its storage version stored; an update keeps the status and
+ * adds a new storage version to storedVersions. */
+static void definition_status(json_object *crd)
+{
+    const char *storage = NULL;
+    json_object *vs = kobj_arr(kobj_obj(crd, "spec"), "versions");
+    for (size_t i = 0; i < kobj_len(vs) && !storage; i++)
+        if (kobj_bool(kobj_at(vs, i), "storage", false))
+            storage = kobj_str(kobj_at(vs, i), "name");
+    json_object *status = kobj_obj(crd, "status");
+    if (!status) {
+        status = json_object_new_object();
+        json_object *names = json_object_new_object();
+        json_object_object_add(names, "plural", json_object_new_string(""));
+        json_object_object_add(names, "kind", json_object_new_string(""));
+        json_object_object_add(status, "conditions", NULL);
+        json_object_object_add(status, "acceptedNames", names);
+        json_object_object_add(status, "storedVersions", NULL);
+        json_object_object_add(crd, "status", status);
+    }
+    if (!storage)
+        return;
+    json_object *stored = kobj_arr(status, "storedVersions");
+    for (size_t i = 0; i < kobj_len(stored); i++)
+        if (kobj_str_at(stored, i) && strcmp(kobj_str_at(stored, i), storage) == 0)
+            return;
+    if (!stored) {
+        stored = json_object_new_array();
+        json_object_object_add(status, "storedVersions", stored);
+    }
+    json_object_array_add(stored, json_object_new_string(storage));
+}
+
 void kl_crd_definition_defaults(json_object *crd)
 {
+    definition_status(crd);
     json_object *spec = kobj_obj(crd, "spec");
     if (!spec)
         return;
@@ -490,37 +645,6 @@ void kl_crd_definition_defaults(json_object *crd)
         json_object_object_add(spec, "conversion", conv);
     }
 }
-
-static bool has_suffix(const char *s, const char *suffix)
-{
-    size_t ls = strlen(s), lx = strlen(suffix);
-    return ls >= lx && strcmp(s + ls - lx, suffix) == 0;
-}
-
-/* k8s.io, kubernetes.io and their subdomains (IsProtectedCommunityGroup). */
-static bool protected_group(const char *g)
-{
-    return strcmp(g, "k8s.io") == 0 || strcmp(g, "kubernetes.io") == 0 ||
-           has_suffix(g, ".k8s.io") || has_suffix(g, ".kubernetes.io");
-}
-
-enum approval { APPROVED, BYPASSED, INVALID, MISSING };
-
-static enum approval approval_state(const json_object *crd)
-{
-    const char *a = kobj_annotation(crd, "api-approved.kubernetes.io");
-    if (!a || !*a)
-        return MISSING;
-    if (strncmp(a, "unapproved", 10) == 0)
-        return BYPASSED;
-    /* url.ParseRequestURI with a scheme and a host. */
-    const char *sep = strstr(a, "://");
-    if (sep && sep > a && sep[3] && sep[3] != '/' && !strchr(a, ' '))
-        return APPROVED;
-    return INVALID;
-}
-
-#define APPROVAL_PR "see https://github.com/kubernetes/enhancements/pull/1111"
 
 static void validate_approval(const json_object *old, const json_object *crd, kl_errs *e)
 {

@@ -8,12 +8,17 @@
  * the keywords CRDs of this project use are known: type, properties,
  * required, enum, items, additionalProperties, nullable, default,
  * x-kubernetes-preserve-unknown-fields and x-kubernetes-int-or-string.
- * Formats, patterns, bounds and CEL rules are not checked.
+ * x-kubernetes-map-type (COSI's Bucket has one) changes nothing here: it
+ * only tells server-side apply how to merge. Formats, patterns, bounds and
+ * CEL rules are not checked.
  *
  * Messages follow kube-apiserver 1.20, which converts go-openapi's errors
  * to field errors: a missing property is "Required value", a value of the
  * wrong type "Invalid value: \"integer\": spec.a in body must be of type
- * string: \"integer\"", a value outside the enum "Unsupported value".
+ * string: \"integer\"", a value outside the enum "Unsupported value". An
+ * object's missing required properties come after its members' errors, as
+ * there. Array items are named by index (spec.a[1]) as in newer releases;
+ * 1.20 names the array itself.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -234,15 +239,6 @@ void kl_schema_validate(const json_object *schema, const json_object *obj, const
     }
     if (!json_object_is_type(obj, json_type_object))
         return;
-    json_object *req = kobj_arr(schema, "required");
-    for (size_t i = 0; i < kobj_len(req); i++) {
-        const char *key = kobj_str_at(req, i);
-        if (key && !kobj_get(obj, key)) {
-            char *p = child(path, key);
-            kl_errs_add(e, KL_REQUIRED, p, "Required value");
-            free(p);
-        }
-    }
     json_object_object_foreach((json_object *)obj, key, val)
     {
         if (root && is_root_meta(key))
@@ -253,5 +249,16 @@ void kl_schema_validate(const json_object *schema, const json_object *obj, const
         char *p = child(path, key);
         kl_schema_validate(sub, val, p, e);
         free(p);
+    }
+    /* After the members' errors, in the order of the list: go-openapi's
+     * object validator checks required last. */
+    json_object *req = kobj_arr(schema, "required");
+    for (size_t i = 0; i < kobj_len(req); i++) {
+        const char *rkey = kobj_str_at(req, i);
+        if (rkey && !kobj_get(obj, rkey)) {
+            char *p = child(path, rkey);
+            kl_errs_add(e, KL_REQUIRED, p, "Required value");
+            free(p);
+        }
     }
 }

@@ -5,6 +5,11 @@
 # JSON; strategic merge refused), updated through /status, validated
 # against the schema, finalized and deleted; a protected group without
 # api-approved.kubernetes.io is refused; deleting the CRD stops serving it.
+# Then COSI's manifests (manifests/cosi): refused without the annotation,
+# applied with kustomize, Established, the example objects created and
+# listed, schema violations refused in kube-apiserver's words, the writes
+# objectstorage-controller and -sidecar make (guarded merge and JSON patches,
+# /status), finalizers, and deletion of it all.
 #
 #   tests/kube-lite/test_crd.sh <build-dir>
 #
@@ -149,6 +154,115 @@ K apply -f "$FX/widget-crd.yaml" >/dev/null 2>&1
 K wait --for condition=established --timeout=10s crd/widgets.demo.example.com >/dev/null 2>&1
 check "created again, it has none of the old objects" "" \
   "$(K get widgets -A -o jsonpath='{.items[*].metadata.name}' 2>&1)"
+
+# ---- COSI: manifests/cosi (the five objectstorage.k8s.io CRDs, RBAC, Deployments) ------------
+# The CRDs are upstream COSI v0.2.2's: no printer columns (kubectl shows NAME
+# and AGE) and no enums (deletionPolicy is any string; only types, required
+# fields and defaults are checked).
+
+COSI="$ROOT/manifests/cosi"
+OSAPI="$URL/apis/objectstorage.k8s.io/v1alpha1"
+for f in "$COSI"/crd/*.yaml; do
+  plural=$(basename "$f" .yaml)
+  plural=${plural#objectstorage.k8s.io_}
+  K annotate --local -f "$f" -o json api-approved.kubernetes.io- >"$WORK/unapproved.json" 2>&1
+  check "$plural without api-approved.kubernetes.io is refused" \
+    "The CustomResourceDefinition \"$plural.objectstorage.k8s.io\" is invalid: metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111" \
+    "$(K create -f "$WORK/unapproved.json" 2>&1)"
+done
+out=$(K apply -k "$COSI" 2>&1)
+check "kubectl apply -k manifests/cosi succeeds" 0 "$?"
+check "it creates the 5 CRDs, RBAC and both Deployments (17 objects)" 17 "$(grep -c ' created$' <<<"$out")"
+CRDS=(bucketclasses bucketclaims buckets bucketaccessclasses bucketaccesses)
+CRD_REFS=()
+for c in "${CRDS[@]}"; do CRD_REFS+=("crd/$c.objectstorage.k8s.io"); done
+check "the five CRDs become Established" 5 \
+  "$(K wait --for condition=established --timeout=10s "${CRD_REFS[@]}" 2>&1 | grep -c 'condition met')"
+check "each carries the approval condition (ApprovedAnnotation)" "True True True True True" \
+  "$(for c in "${CRDS[@]}"; do K get crd "$c.objectstorage.k8s.io" -o jsonpath='{.status.conditions[?(@.type=="KubernetesAPIApprovalPolicyConformant")].status}'; echo; done | tr '\n' ' ' | sed 's/ $//')"
+contains "discovery lists the claims with their status subresource" '"name":"bucketclaims/status","singularName":"","namespaced":true,"kind":"BucketClaim"' \
+  "$(curl -s "$OSAPI")"
+check "kubectl apply -f manifests/cosi/example/ creates each example object" \
+  "bucketaccess.objectstorage.k8s.io/example-access created
+bucketaccessclass.objectstorage.k8s.io/example-cosi-key created
+bucketclaim.objectstorage.k8s.io/example-bucket created
+bucketclass.objectstorage.k8s.io/example-cosi created" "$(K apply -f "$COSI/example/" 2>&1)"
+table=$(K get bucketclaims 2>&1)
+contains "kubectl get bucketclaims: the columns (Name and Age: the CRD declares none)" "NAME             AGE" "$table"
+contains "kubectl get bucketclaims: the example's row" "example-bucket   " "$table"
+check "kubectl get of each kind" "example-cosi example-cosi-key example-bucket example-access" \
+  "$(for k in bucketclass bucketaccessclass bucketclaim bucketaccess; do K get "$k" -o jsonpath='{.items[*].metadata.name}'; echo; done | tr '\n' ' ' | sed 's/ $//')"
+
+cosi_obj() { # kind name body-json (fields beside metadata)
+  printf '{"apiVersion":"objectstorage.k8s.io/v1alpha1","kind":"%s","metadata":{"name":"%s"},%s}' "$1" "$2" "$3" >"$WORK/$2.json"
+  K create -f "$WORK/$2.json" 2>&1
+}
+check "a BucketClass without deletionPolicy gets Retain" "bucketclass.objectstorage.k8s.io/kept created Retain" \
+  "$(cosi_obj BucketClass kept '"driverName":"cosi.example.com"') $(K get bucketclass kept -o jsonpath='{.deletionPolicy}')"
+check "deletionPolicy is free text in v0.2.2 (no enum): accepted" "bucketclass.objectstorage.k8s.io/free created" \
+  "$(cosi_obj BucketClass free '"driverName":"cosi.example.com","deletionPolicy":"Sometimes"')"
+check "a BucketClass without driverName is refused" 'The BucketClass "bad1" is invalid: driverName: Required value' \
+  "$(cosi_obj BucketClass bad1 '"deletionPolicy":"Delete"')"
+check "a BucketClaim without protocols is refused" 'The BucketClaim "bad2" is invalid: spec.protocols: Required value' \
+  "$(cosi_obj BucketClaim bad2 '"spec":{"bucketClassName":"example-cosi"}')"
+check "a BucketClaim whose protocols are not a list is refused" \
+  'The BucketClaim "bad3" is invalid: spec.protocols: Invalid value: "string": spec.protocols in body must be of type array: "string"' \
+  "$(cosi_obj BucketClaim bad3 '"spec":{"protocols":"S3"}')"
+check "a BucketAccess without its three required fields is refused" \
+  'The BucketAccess "bad4" is invalid: 
+* spec.bucketAccessClassName: Required value
+* spec.bucketClaimName: Required value
+* spec.credentialsSecretName: Required value' \
+  "$(cosi_obj BucketAccess bad4 '"spec":{"protocol":"S3"}')"
+check "a Bucket whose bucketClaim is no object is refused" \
+  'The Bucket "bad5" is invalid: spec.bucketClaim: Invalid value: "string": spec.bucketClaim in body must be of type object: "string"' \
+  "$(cosi_obj Bucket bad5 '"spec":{"driverName":"d","bucketClassName":"c","protocols":["S3"],"bucketClaim":"x"}')"
+
+# The controller's and the sidecar's writes: guarded patches, /status.
+CLAIM="$OSAPI/namespaces/default/bucketclaims"
+rv=$(K get bucketclaim example-bucket -o jsonpath='{.metadata.resourceVersion}')
+curl -sN "$CLAIM?watch=1&resourceVersion=$rv&timeoutSeconds=3" >"$WORK/cosi-watch.out" &
+WATCH=$!
+sleep 0.3
+check "merge patch at the read resourceVersion (the claim's finalizer)" "bucketclaim.objectstorage.k8s.io/example-bucket patched" \
+  "$(K patch bucketclaim example-bucket --type=merge -p "{\"metadata\":{\"resourceVersion\":\"$rv\",\"finalizers\":[\"cosi.objectstorage.k8s.io/bucketclaim-protection\"]}}" 2>&1)"
+contains "merge patch at a stale resourceVersion: conflict" \
+  'Operation cannot be fulfilled on bucketclaims.objectstorage.k8s.io "example-bucket": the object has been modified; please apply your changes to the latest version and try again' \
+  "$(K patch bucketclaim example-bucket --type=merge -p "{\"metadata\":{\"resourceVersion\":\"$rv\",\"labels\":{\"a\":\"b\"}}}" 2>&1)"
+code=$(curl -s -o "$WORK/jp.json" -w '%{http_code}' -X PATCH -H 'Content-Type: application/json-patch+json' \
+  --data "[{\"op\":\"test\",\"path\":\"/metadata/resourceVersion\",\"value\":\"$rv\"},{\"op\":\"add\",\"path\":\"/metadata/labels\",\"value\":{\"a\":\"b\"}}]" \
+  "$CLAIM/example-bucket")
+check "JSON patch whose resourceVersion test fails: 422" 422 "$code"
+rv=$(K get bucketclaim example-bucket -o jsonpath='{.metadata.resourceVersion}')
+check "JSON patch at the read resourceVersion" "bucketclaim.objectstorage.k8s.io/example-bucket patched" \
+  "$(K patch bucketclaim example-bucket --type=json -p "[{\"op\":\"test\",\"path\":\"/metadata/resourceVersion\",\"value\":\"$rv\"},{\"op\":\"add\",\"path\":\"/metadata/labels\",\"value\":{\"app\":\"cosi\"}}]" 2>&1)"
+check "status patch through /status" "bucketclaim.objectstorage.k8s.io/example-bucket patched" \
+  "$(K patch bucketclaim example-bucket --subresource=status --type=merge -p '{"status":{"bucketName":"bucket-1","bucketReady":true},"spec":{"protocols":["GCP"]}}' 2>&1)"
+check "/status changed the status only" "true bucket-1 S3" \
+  "$(K get bucketclaim example-bucket -o jsonpath='{.status.bucketReady} {.status.bucketName} {.spec.protocols[0]}')"
+K patch bucketclaim example-bucket --type=merge -p '{"status":{"bucketReady":false}}' >/dev/null 2>&1
+check "the main resource ignores status" "true" "$(K get bucketclaim example-bucket -o jsonpath='{.status.bucketReady}')"
+printf '{"apiVersion":"objectstorage.k8s.io/v1alpha1","kind":"BucketClaim","metadata":{"name":"c2"},"spec":{"protocols":["S3"]}}' >"$WORK/c2.json"
+K create -f "$WORK/c2.json" >/dev/null 2>&1
+check "a status without bucketReady (required) is refused" 'The BucketClaim "c2" is invalid: status.bucketReady: Required value' \
+  "$(K patch bucketclaim c2 --subresource=status --type=merge -p '{"status":{"bucketName":"x"}}' 2>&1)"
+check "status through /status by JSON patch" "bucketaccess.objectstorage.k8s.io/example-access patched true acct-1" \
+  "$(K patch bucketaccess example-access --subresource=status --type=json -p '[{"op":"add","path":"/status","value":{"accountID":"acct-1","accessGranted":true}}]' 2>&1) $(K get bucketaccess example-access -o jsonpath='{.status.accessGranted} {.status.accountID}')"
+wait $WATCH
+check "the watch sees the finalizer, label and status writes, then the new claim" "MODIFIED MODIFIED MODIFIED ADDED:c2" \
+  "$(python3 -c '
+import json, sys
+evs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(" ".join(e["type"] + ("" if e["object"]["metadata"]["name"] == "example-bucket" else ":" + e["object"]["metadata"]["name"]) for e in evs))' "$WORK/cosi-watch.out")"
+
+K delete bucketclaim example-bucket --wait=false >/dev/null 2>&1
+check "deleting a claim with its finalizer sets deletionTimestamp" "yes" \
+  "$(K get bucketclaim example-bucket -o jsonpath='{.metadata.deletionTimestamp}' | grep -q . && echo yes)"
+K patch bucketclaim example-bucket --type=json -p '[{"op":"test","path":"/metadata/finalizers/0","value":"cosi.objectstorage.k8s.io/bucketclaim-protection"},{"op":"remove","path":"/metadata/finalizers/0"}]' >/dev/null 2>&1
+contains "removing the finalizer deletes it" "NotFound" "$(K get bucketclaim example-bucket 2>&1)"
+out=$(K delete -k "$COSI" 2>&1)
+check "kubectl delete -k manifests/cosi" 0 "$?"
+check "the COSI API is no longer served" "404" "$(curl -s -o /dev/null -w '%{http_code}' "$OSAPI/bucketclasses")"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

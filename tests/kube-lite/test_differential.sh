@@ -31,6 +31,9 @@ EXCEPTIONS=(
   "microtime-format: kube-lite accepts any RFC 3339 time in MicroTime fields (Lease acquireTime/renewTime, Event eventTime) where kube-apiserver insists on exactly six fractional digits (400); client-go always writes six"
   "json-syntax-errors: for a body that is not JSON (or a field of the wrong format), kube-apiserver quotes Go's JSON decoders (encoding/json, json-iterator with byte offsets); kube-lite parses with json-c and words it its own way (the code and reason are the same)"
   "repeated-causes: kube-apiserver 1.20 lists a cause once per validation pass that finds it (a CSINode's create validation runs twice, a Node update's label error shows four times); kube-lite lists each once (the message, which ToAggregate deduplicates, is the same)"
+  "schema-item-paths: a custom object's schema error in an array item names the item (spec.protocols[1]), as kube-openapi does since 1.2x; 1.20's go-openapi names the array (spec.protocols), repeating it per bad item"
+  "crd-discovery: for a CRD's resources kube-apiserver's discovery lists the verbs in apiextensions' own order and adds storageVersionHash; kube-lite lists the verbs sorted, as for built-in types, and no hash (discovery.c builds both from one table; clients here read neither)"
+  "crd-list-continue: a list of custom objects from kube-apiserver carries \"continue\": \"\" when there is no next page (unstructured lists keep the empty field); kube-lite leaves it out, as for built-in lists (same meaning to clients)"
   "events-shared-storage: kube-apiserver stores core/v1 and events.k8s.io/v1 Events as one object seen through either API; kube-lite keeps the two apart, so a core Event is not found through events.k8s.io (the sidecars record events through core/v1 only)"
 )
 

@@ -82,6 +82,9 @@ static const struct vrow vrows[] = {
      "in body must be of type array: \"string\""},
     {"nullable accepts null", "{'spec':{'size':'small','note':null}}", NULL},
     {"int-or-string takes both", "{'spec':{'size':'small','port':'http'}}", NULL},
+    {"required ones after the members' errors", "{'spec':{'paused':1}}",
+     "Widget.demo.example.com \"w\" is invalid: [spec.paused: Invalid value: \"integer\": "
+     "spec.paused in body must be of type boolean: \"integer\", spec.size: Required value]"},
     {"several errors are joined", "{'spec':{'size':'huge','paused':1}}",
      "Widget.demo.example.com \"w\" is invalid: [spec.size: Unsupported value: \"huge\": "
      "supported values: \"small\", \"large\", spec.paused: Invalid value: \"integer\": "
@@ -350,6 +353,112 @@ static void test_protected_group_needs_api_approved_annotation(void **state)
     free(b);
 }
 
+/* The shape of COSI's BucketClass: fields at the root beside metadata, one
+ * of them required and defaulted (the default is applied before the
+ * required check, so leaving it out is fine). */
+#define CLASS_CRD                                                                                  \
+    "{'apiVersion':'apiextensions.k8s.io/v1','kind':'CustomResourceDefinition','metadata':{"       \
+    "'name':'bucketclasses.objectstorage.k8s.io','annotations':{'api-approved.kubernetes.io':"     \
+    "'https://github.com/kubernetes/enhancements/pull/1979'}},'spec':{'group':"                    \
+    "'objectstorage.k8s.io','scope':'Cluster','names':{'plural':'bucketclasses','kind':"           \
+    "'BucketClass'},'versions':[{'name':'v1alpha1','served':true,'storage':true,'schema':{"        \
+    "'openAPIV3Schema':{'type':'object','required':['deletionPolicy','driverName'],"               \
+    "'properties':{'apiVersion':{'type':'string'},'kind':{'type':'string'},'metadata':{'type':"    \
+    "'object'},'driverName':{'type':'string'},'deletionPolicy':{'type':'string','default':"        \
+    "'Retain'},'parameters':{'type':'object','additionalProperties':{'type':'string'}}}}}}]}}"
+#define CRDS    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+#define CLASSES "/apis/objectstorage.k8s.io/v1alpha1/bucketclasses"
+
+static void test_root_level_fields_are_defaulted_before_the_required_check(void **state)
+{
+    struct env *e = *state;
+    assert_int_equal(call(e, "POST", CRDS, "application/json", CLASS_CRD, NULL), 201);
+    json_object *obj = NULL;
+    assert_int_equal(call(e, "POST", CLASSES, "application/json",
+                          "{'apiVersion':'objectstorage.k8s.io/v1alpha1','kind':'BucketClass',"
+                          "'metadata':{'name':'c'},'driverName':'d','junk':1}",
+                          &obj),
+                     201);
+    assert_string_equal(kobj_str(obj, "deletionPolicy"), "Retain");
+    assert_null(kobj_get(obj, "junk"));
+    json_object_put(obj);
+    assert_int_equal(call(e, "POST", CLASSES, "application/json",
+                          "{'apiVersion':'objectstorage.k8s.io/v1alpha1','kind':'BucketClass',"
+                          "'metadata':{'name':'c2'},'deletionPolicy':3,'parameters':{'a':'b'}}",
+                          &obj),
+                     422);
+    assert_string_equal(kobj_str(obj, "message"),
+                        "BucketClass.objectstorage.k8s.io \"c2\" is invalid: [deletionPolicy: "
+                        "Invalid value: \"integer\": deletionPolicy in body must be of type "
+                        "string: \"integer\", driverName: Required value]");
+    json_object_put(obj);
+}
+
+static const char *cond_field(const json_object *crd, const char *type, const char *key)
+{
+    json_object *conds = kobj_path(crd, "status.conditions");
+    for (size_t i = 0; i < kobj_len(conds); i++)
+        if (strcmp(kobj_str(kobj_at(conds, i), "type"), type) == 0)
+            return kobj_str(kobj_at(conds, i), key);
+    return NULL;
+}
+
+/* What kube-apiserver's strategy and its controllers write into a CRD's
+ * status: the create answer holds empty accepted names, no conditions and
+ * the storage version; then the API approval condition (protected groups
+ * only), NamesAccepted and Established, in that order; the approval one
+ * follows the annotation. */
+static void test_crd_status_from_create_to_approval_condition(void **state)
+{
+    struct env *e = *state;
+    json_object *crd = NULL;
+    assert_int_equal(call(e, "POST", CRDS, "application/json", CLASS_CRD, &crd), 201);
+    json_object *want = J("{'conditions':null,'acceptedNames':{'plural':'','kind':''},"
+                          "'storedVersions':['v1alpha1']}");
+    if (!json_object_equal(kobj_obj(crd, "status"), want))
+        fail_msg("created: %s", json_object_to_json_string(kobj_obj(crd, "status")));
+    json_object_put(want);
+    json_object_put(crd);
+
+    const char *path = CRDS "/bucketclasses.objectstorage.k8s.io";
+    assert_int_equal(call(e, "GET", path, NULL, NULL, &crd), 200);
+    json_object *conds = kobj_path(crd, "status.conditions");
+    assert_int_equal(kobj_len(conds), 3);
+    assert_string_equal(kobj_str(kobj_at(conds, 0), "type"),
+                        "KubernetesAPIApprovalPolicyConformant");
+    assert_string_equal(kobj_str(kobj_at(conds, 1), "type"), "NamesAccepted");
+    assert_string_equal(kobj_str(kobj_at(conds, 2), "type"), "Established");
+    assert_string_equal(cond_field(crd, "KubernetesAPIApprovalPolicyConformant", "status"), "True");
+    assert_string_equal(cond_field(crd, "KubernetesAPIApprovalPolicyConformant", "reason"),
+                        "ApprovedAnnotation");
+    assert_string_equal(cond_field(crd, "KubernetesAPIApprovalPolicyConformant", "message"),
+                        "approved in https://github.com/kubernetes/enhancements/pull/1979");
+    json_object_put(crd);
+
+    assert_int_equal(call(e, "PATCH", path, "application/merge-patch+json",
+                          "{'metadata':{'annotations':{'api-approved.kubernetes.io':"
+                          "'unapproved, testing only'}}}",
+                          NULL),
+                     200);
+    assert_int_equal(call(e, "GET", path, NULL, NULL, &crd), 200);
+    assert_int_equal(kobj_len(kobj_path(crd, "status.conditions")), 3);
+    assert_string_equal(cond_field(crd, "KubernetesAPIApprovalPolicyConformant", "status"),
+                        "False");
+    assert_string_equal(cond_field(crd, "KubernetesAPIApprovalPolicyConformant", "reason"),
+                        "UnapprovedAnnotation");
+    assert_string_equal(cond_field(crd, "KubernetesAPIApprovalPolicyConformant", "message"),
+                        "not approved: \"unapproved, testing only\"");
+    assert_string_equal(cond_field(crd, "Established", "status"), "True");
+    assert_string_equal(kobj_str_at(kobj_path(crd, "status.storedVersions"), 0), "v1alpha1");
+    json_object_put(crd);
+
+    /* A group that is not protected gets no approval condition. */
+    create_crd(e);
+    assert_int_equal(call(e, "GET", CRDS "/widgets.demo.example.com", NULL, NULL, &crd), 200);
+    assert_null(cond_field(crd, "KubernetesAPIApprovalPolicyConformant", "status"));
+    json_object_put(crd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +472,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_deleting_the_crd_stops_serving_and_removes_objects,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_protected_group_needs_api_approved_annotation, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_root_level_fields_are_defaulted_before_the_required_check, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crd_status_from_create_to_approval_condition, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

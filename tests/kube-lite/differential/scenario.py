@@ -11,6 +11,11 @@ Watches only replay what already happened (from a saved resourceVersion,
 ending after timeoutSeconds=1), so nothing depends on timing.
 """
 
+import copy
+import json
+import os
+import subprocess
+
 NS = "default"
 CORE = "/api/v1"
 STORAGE = "/apis/storage.k8s.io/v1"
@@ -23,6 +28,23 @@ NODES = CORE + "/nodes"
 CSINODES = STORAGE + "/csinodes"
 EVENTS = CORE + "/namespaces/" + NS + "/events"
 SECRETS = CORE + "/namespaces/" + NS + "/secrets"
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def manifest(rel):
+    """A file of manifests/ as JSON. kubectl reads the YAML (Python's yaml
+    module is not among the test's dependencies): `annotate --local` needs no
+    server and prints the object as written, with an empty annotations map
+    added when there was none, which goes again here."""
+    out = subprocess.run(["kubectl", "annotate", "--local", "-o", "json", "-f", os.path.join(ROOT, rel),
+                          "kube-lite.test/unused-"], capture_output=True, text=True,
+                         env=dict(os.environ, KUBECONFIG=os.devnull), check=True).stdout
+    obj = json.loads(out)
+    if obj["metadata"].get("annotations") == {}:
+        del obj["metadata"]["annotations"]
+    return obj
+
 
 MERGE = "application/merge-patch+json"
 SMP = "application/strategic-merge-patch+json"
@@ -466,6 +488,217 @@ patch("secret: the finalizers go", SECRETS + "/sec-a", {"metadata": {"finalizers
 post("secret: an invalid data key: 422", SECRETS, {"apiVersion": "v1", "kind": "Secret",
                                                    "metadata": {"name": "sec-bad"}, "data": {"bad key": "eA=="}})
 delete("secret: delete (a Status answer)", SECRETS + "/sec-a")
+
+# ---- CustomResourceDefinitions: COSI's five (manifests/cosi/crd/) and their objects -----------------------
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+OS = "/apis/objectstorage.k8s.io/v1alpha1"
+BUCKETS = OS + "/buckets"
+CLAIMS = OS + "/namespaces/" + NS + "/bucketclaims"
+ACCESSES = OS + "/namespaces/" + NS + "/bucketaccesses"
+BCLASSES = OS + "/bucketclasses"
+BACLASSES = OS + "/bucketaccessclasses"
+COSI_CRDS = ["bucketclasses", "bucketclaims", "buckets", "bucketaccessclasses", "bucketaccesses"]
+APPROVED = "api-approved.kubernetes.io"
+
+
+def crd(plural):
+    return manifest("manifests/cosi/crd/objectstorage.k8s.io_%s.yaml" % plural)
+
+
+def unapproved(obj, value=None):
+    obj = copy.deepcopy(obj)
+    if value is None:
+        del obj["metadata"]["annotations"][APPROVED]
+    else:
+        obj["metadata"]["annotations"][APPROVED] = value
+    return obj
+
+
+ABSENT = object()  # a field left out (None is sent as null)
+
+
+def claim(name, **spec):
+    s = {"bucketClassName": "example-cosi", "protocols": ["S3"]}
+    s.update(spec)
+    s = {k: v for k, v in s.items() if v is not ABSENT}
+    return {"apiVersion": "objectstorage.k8s.io/v1alpha1", "kind": "BucketClaim", "metadata": {"name": name},
+            "spec": s}
+
+
+def bucket(name, **spec):
+    s = {"driverName": "cosi.example.com", "bucketClassName": "example-cosi", "protocols": ["S3"],
+         "bucketClaim": {"name": "example-bucket", "namespace": NS, "uid": "${uid_claim}"},
+         "parameters": {"region": "us-east-1"}}
+    s.update(spec)
+    s = {k: v for k, v in s.items() if v is not ABSENT}
+    return {"apiVersion": "objectstorage.k8s.io/v1alpha1", "kind": "Bucket",
+            "metadata": {"name": name, "finalizers": ["cosi.objectstorage.k8s.io/bucket-protection"]}, "spec": s}
+
+
+def access(name, **spec):
+    s = {"bucketClaimName": "example-bucket", "bucketAccessClassName": "example-cosi-key",
+         "credentialsSecretName": name + "-credentials"}
+    s.update(spec)
+    return {"apiVersion": "objectstorage.k8s.io/v1alpha1", "kind": "BucketAccess", "metadata": {"name": name},
+            "spec": s}
+
+
+post("crd: a protected group without api-approved.kubernetes.io: 422", CRDS, unapproved(crd("buckets")))
+post("crd: api-approved.kubernetes.io neither a URL nor unapproved: 422", CRDS,
+     unapproved(crd("buckets"), "approved by me"))
+for plural in COSI_CRDS:
+    post("crd: create %s.objectstorage.k8s.io" % plural, CRDS, crd(plural))
+kubectl("crd: kubectl wait for the five to be Established", "wait", "--for", "condition=established",
+        "--timeout=30s", *["crd/%s.objectstorage.k8s.io" % p for p in COSI_CRDS])
+# kube-apiserver's API approval controller writes its condition on its own time.
+kubectl("crd: kubectl wait for the approval condition", "wait", "--for",
+        "condition=KubernetesAPIApprovalPolicyConformant", "--timeout=30s", "crd/bucketclaims.objectstorage.k8s.io")
+get("crd: get bucketclaims.objectstorage.k8s.io (accepted names, conditions)", CRDS + "/bucketclaims.objectstorage.k8s.io")
+patch("crd: removing api-approved.kubernetes.io: 422", CRDS + "/buckets.objectstorage.k8s.io",
+      {"metadata": {"annotations": {APPROVED: None}}}, MERGE)
+get("crd: discovery of objectstorage.k8s.io/v1alpha1", OS)
+
+# BucketClass: root-level fields, a default before the required check, pruning.
+post("bucketclass: create the example", BCLASSES, manifest("manifests/cosi/example/bucketclass.yaml"))
+post("bucketclass: deletionPolicy defaulted to Retain, an unknown field pruned", BCLASSES,
+     {"apiVersion": "objectstorage.k8s.io/v1alpha1", "kind": "BucketClass", "metadata": {"name": "retained"},
+      "driverName": "cosi.example.com", "unknownField": 1})
+post("bucketclass: no driverName: 422", BCLASSES,
+     {"apiVersion": "objectstorage.k8s.io/v1alpha1", "kind": "BucketClass", "metadata": {"name": "bad"},
+      "deletionPolicy": "Delete"})
+# (One wrong value per request: kube-apiserver visits properties and map
+# entries in Go's random map order, so the order of several is not fixed;
+# the required ones come after them, in the list's order.)
+post("bucketclass: a parameter that is not a string: 422", BCLASSES,
+     {"apiVersion": "objectstorage.k8s.io/v1alpha1", "kind": "BucketClass", "metadata": {"name": "bad"},
+      "driverName": "cosi.example.com", "parameters": {"n": 1}})
+post("bucketclass: deletionPolicy not a string, no driverName: 422 (the required one last)", BCLASSES,
+     {"apiVersion": "objectstorage.k8s.io/v1alpha1", "kind": "BucketClass", "metadata": {"name": "bad"},
+      "deletionPolicy": 3})
+post("bucketaccessclass: create the example", BACLASSES, manifest("manifests/cosi/example/bucketaccessclass.yaml"))
+post("bucketaccessclass: no authenticationType, no driverName: 422", BACLASSES,
+     {"apiVersion": "objectstorage.k8s.io/v1alpha1", "kind": "BucketAccessClass", "metadata": {"name": "bad"}})
+get("bucketclass: list", BCLASSES)
+
+# BucketClaim: what objectstorage-controller does to it.
+get("bucketclaim: list before any", CLAIMS, save={"rv_bc0": "metadata.resourceVersion"})
+post("bucketclaim: create the example (a status in the body is dropped)", CLAIMS,
+     dict(manifest("manifests/cosi/example/bucketclaim.yaml"), status={"bucketReady": True}),
+     save={"uid_claim": "metadata.uid", "rv_claim": "metadata.resourceVersion"})
+post("bucketclaim: create a second one", CLAIMS, claim("second"), save={"rv_claim2": "metadata.resourceVersion"})
+post("bucketclaim: no protocols: 422", CLAIMS, claim("bad", protocols=ABSENT))
+post("bucketclaim: protocols null: 422", CLAIMS, claim("bad", protocols=None))
+post("bucketclaim: protocols a string: 422", CLAIMS, claim("bad", protocols="S3"))
+post("bucketclaim: bucketClassName a number: 422", CLAIMS, claim("bad", bucketClassName=7))
+post("bucketclaim: no spec: 201 (the spec is not required)", CLAIMS,
+     {"apiVersion": "objectstorage.k8s.io/v1alpha1", "kind": "BucketClaim", "metadata": {"name": "nospec"}})
+get("bucketclaim: get", CLAIMS + "/example-bucket")
+get("bucketclaim: list", CLAIMS)
+get("bucketclaim: list in every namespace", OS + "/bucketclaims")
+get("bucketclaim: list as Table", CLAIMS, accept=TABLE)
+get("bucketclaim: labelSelector that matches nothing", CLAIMS + "?labelSelector=app%3Dnone")
+get("bucketclaim: fieldSelector metadata.name", CLAIMS + "?fieldSelector=metadata.name%3Dsecond")
+get("bucketclaim: fieldSelector spec.bucketClassName: 400", CLAIMS + "?fieldSelector=spec.bucketClassName%3Dx")
+patch("bucketclaim: the controller's finalizer (merge patch at the read resourceVersion)", CLAIMS + "/example-bucket",
+      {"metadata": {"resourceVersion": "${rv_claim}",
+                    "finalizers": ["cosi.objectstorage.k8s.io/bucketclaim-protection"]}}, MERGE,
+      save={"rv_claim": "metadata.resourceVersion"})
+patch("bucketclaim: a merge patch at a stale resourceVersion: 409", CLAIMS + "/second",
+      {"metadata": {"resourceVersion": "${rv_bc0}", "labels": {"a": "b"}}}, MERGE)
+patch("bucketclaim: a JSON patch whose resourceVersion test fails: 422", CLAIMS + "/second",
+      [{"op": "test", "path": "/metadata/resourceVersion", "value": "${rv_bc0}"},
+       {"op": "add", "path": "/metadata/finalizers", "value": ["x.io/y"]}], JSONP)
+patch("bucketclaim: a JSON patch at the read resourceVersion", CLAIMS + "/second",
+      [{"op": "test", "path": "/metadata/resourceVersion", "value": "${rv_claim2}"},
+       {"op": "test", "path": "/metadata/finalizers", "value": None},
+       {"op": "add", "path": "/metadata/finalizers", "value": ["cosi.objectstorage.k8s.io/bucketclaim-protection"]}],
+      JSONP)
+patch("bucketclaim: strategic merge patch: 415", CLAIMS + "/second", {"metadata": {"labels": {"a": "b"}}}, SMP)
+patch("bucketclaim: a spec change that breaks the schema: 422", CLAIMS + "/second",
+      {"spec": {"protocols": None}}, MERGE)
+patch("bucketclaim: status bucketName and bucketReady (the spec change is ignored)", CLAIMS + "/example-bucket/status",
+      {"metadata": {"resourceVersion": "${rv_claim}"},
+       "status": {"bucketName": "bucket-${uid_claim}", "bucketReady": False}, "spec": {"protocols": ["GCP"]}},
+      MERGE, save={"rv_claim": "metadata.resourceVersion"})
+patch("bucketclaim: a status without bucketReady: 422", CLAIMS + "/second/status",
+      {"status": {"bucketName": "b"}}, MERGE)
+patch("bucketclaim: a status at a stale resourceVersion: 409", CLAIMS + "/example-bucket/status",
+      {"metadata": {"resourceVersion": "${rv_bc0}"}, "status": {"bucketReady": True}}, MERGE)
+patch("bucketclaim: status in a main-resource patch is ignored", CLAIMS + "/example-bucket",
+      {"status": {"bucketReady": True}, "metadata": {"labels": {"app": "diff"}}}, MERGE)
+put("bucketclaim: an update at a stale resourceVersion: 409", CLAIMS + "/example-bucket",
+    dict(claim("example-bucket"), metadata={"name": "example-bucket", "resourceVersion": "${rv_bc0}"}))
+get("bucketclaim: get after the patches", CLAIMS + "/example-bucket")
+
+# Bucket: what objectstorage-controller creates and the sidecar completes.
+post("bucket: create bucket-<claim uid> with the sidecar's finalizer (deletionPolicy defaulted)", BUCKETS,
+     bucket("bucket-${uid_claim}"), save={"rv_bucket": "metadata.resourceVersion"})
+post("bucket: the same again: 409 AlreadyExists", BUCKETS, bucket("bucket-${uid_claim}"))
+post("bucket: no spec fields: 422", BUCKETS,
+     {"apiVersion": "objectstorage.k8s.io/v1alpha1", "kind": "Bucket", "metadata": {"name": "bad"}, "spec": {}})
+post("bucket: bucketClaim a string, no driverName: 422", BUCKETS,
+     bucket("bad", bucketClaim="example-bucket", driverName=ABSENT))
+post("bucket: a protocol that is a number: 422", BUCKETS, bucket("bad", protocols=["S3", 1]))
+patch("bucket: the sidecar's status (bucketReady, bucketID)", BUCKETS + "/bucket-${uid_claim}/status",
+      {"metadata": {"resourceVersion": "${rv_bucket}"}, "status": {"bucketReady": True, "bucketID": "bkt-0001"}},
+      MERGE)
+patch("bucket: the access finalizer by JSON patch", BUCKETS + "/bucket-${uid_claim}",
+      [{"op": "add", "path": "/metadata/finalizers/-",
+        "value": "cosi.objectstorage.k8s.io/bucketaccess-bucket-protection"}], JSONP)
+patch("bucket: bucketClaim rebound by merge patch", BUCKETS + "/bucket-${uid_claim}",
+      {"spec": {"bucketClaim": {"uid": None, "resourceVersion": "1"}}}, MERGE)
+get("bucket: list as Table", BUCKETS, accept=TABLE)
+patch("bucketclaim: ready", CLAIMS + "/example-bucket/status",
+      {"status": {"bucketName": "bucket-${uid_claim}", "bucketReady": True}}, MERGE)
+
+# BucketAccess and its credentials, as the sidecar handles them.
+post("bucketaccess: create the example", ACCESSES, manifest("manifests/cosi/example/bucketaccess.yaml"),
+     save={"rv_access": "metadata.resourceVersion"})
+post("bucketaccess: none of the required fields: 422", ACCESSES,
+     {"apiVersion": "objectstorage.k8s.io/v1alpha1", "kind": "BucketAccess", "metadata": {"name": "bad"},
+      "spec": {"protocol": "S3"}})
+patch("bucketaccess: the sidecar's finalizer", ACCESSES + "/example-access",
+      [{"op": "test", "path": "/metadata/resourceVersion", "value": "${rv_access}"},
+       {"op": "test", "path": "/metadata/finalizers", "value": None},
+       {"op": "add", "path": "/metadata/finalizers", "value": ["cosi.objectstorage.k8s.io/bucketaccess-protection"]}],
+      JSONP)
+post("bucketaccess: the credentials Secret", SECRETS, {
+    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+    "metadata": {"name": "example-bucket-credentials", "finalizers": ["cosi.objectstorage.k8s.io/secret-protection"]},
+    "stringData": {"BucketInfo": "{\"metadata\":{\"name\":\"bc-x\",\"creationTimestamp\":null}}"}})
+patch("bucketaccess: status accountID and accessGranted", ACCESSES + "/example-access/status",
+      {"status": {"accountID": "acct-0001", "accessGranted": True}}, MERGE)
+patch("bucketaccess: accessGranted a string: 422", ACCESSES + "/example-access/status",
+      {"status": {"accessGranted": "yes"}}, MERGE)
+get("bucketaccess: list as Table", ACCESSES, accept=TABLE)
+
+# Deletion: finalizers hold each object until its controller lets go.
+delete("bucketaccess: delete: 200 with deletionTimestamp", ACCESSES + "/example-access")
+delete("bucketaccess: the Secret: 200 with deletionTimestamp", SECRETS + "/example-bucket-credentials")
+patch("bucketaccess: the Secret's finalizer goes: deleted", SECRETS + "/example-bucket-credentials",
+      [{"op": "test", "path": "/metadata/finalizers/0", "value": "cosi.objectstorage.k8s.io/secret-protection"},
+       {"op": "remove", "path": "/metadata/finalizers/0"}], JSONP)
+patch("bucketaccess: its finalizer goes: deleted", ACCESSES + "/example-access",
+      [{"op": "test", "path": "/metadata/finalizers/0", "value": "cosi.objectstorage.k8s.io/bucketaccess-protection"},
+       {"op": "remove", "path": "/metadata/finalizers/0"}], JSONP)
+get("bucketaccess: gone: 404", ACCESSES + "/example-access")
+delete("bucketclaim: delete: 200 with deletionTimestamp", CLAIMS + "/example-bucket")
+delete("bucket: delete: 200 with deletionTimestamp", BUCKETS + "/bucket-${uid_claim}")
+patch("bucket: a new finalizer on an object being deleted: 422", BUCKETS + "/bucket-${uid_claim}",
+      {"metadata": {"finalizers": ["cosi.objectstorage.k8s.io/bucket-protection",
+                                   "cosi.objectstorage.k8s.io/bucketaccess-bucket-protection", "late.io/x"]}}, MERGE)
+patch("bucket: the sidecar's finalizers go: deleted", BUCKETS + "/bucket-${uid_claim}",
+      {"metadata": {"finalizers": None}}, MERGE)
+patch("bucketclaim: its finalizer goes: deleted", CLAIMS + "/example-bucket",
+      [{"op": "test", "path": "/metadata/finalizers/0", "value": "cosi.objectstorage.k8s.io/bucketclaim-protection"},
+       {"op": "remove", "path": "/metadata/finalizers/0"}], JSONP)
+delete("bucketclaim: delete with a uid precondition that fails: 409", CLAIMS + "/nospec",
+       {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "6f1b6a7e-0000-4000-8000-000000000000"}})
+delete("bucketclaim: delete without finalizers: the object", CLAIMS + "/nospec")
+watch("watch bucketclaim: from the list before", CLAIMS + "?resourceVersion=${rv_bc0}")
+kubectl("kubectl get bucketclaims", "get", "bucketclaims")
+kubectl("kubectl get bucketclass example-cosi -o yaml", "get", "bucketclass", "example-cosi", "-o", "yaml")
 
 # ---- too old resourceVersions (after both servers trimmed their history) -----------------------------------
 
