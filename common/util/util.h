@@ -101,6 +101,10 @@ int util_flags_duration(util_flags *f, const char *name, util_duration *dst, con
 /* A flag that is accepted and ignored, logged as deprecated when set
  * (kept so that old manifests still start). `takes_value` false for booleans. */
 int util_flags_deprecated(util_flags *f, const char *name, bool takes_value, const char *help);
+/* Takes the flag's variable as its default from now on (what usage shows):
+ * for a binary whose defaults differ from a shared registration's. -ENOENT
+ * for a name not registered. */
+int util_flags_redefault(util_flags *f, const char *name);
 
 /*
  * Parses argv[1..argc-1] with Go `flag` rules:

@@ -443,6 +443,36 @@ int util_flags_duration(util_flags *f, const char *name, util_duration *dst, con
     return rc;
 }
 
+int util_flags_redefault(util_flags *f, const char *name)
+{
+    struct flag_def *d = f != NULL && name != NULL ? find(f, name) : NULL;
+    if (d == NULL || d->dst == NULL)
+        return -ENOENT;
+    switch (d->kind) {
+    case FLAG_BOOL:
+        d->def.b = *(const bool *)d->dst;
+        break;
+    case FLAG_INT:
+        d->def.i = *(const int *)d->dst;
+        break;
+    case FLAG_INT64:
+        d->def.i64 = *(const int64_t *)d->dst;
+        break;
+    case FLAG_DOUBLE:
+        d->def.d = *(const double *)d->dst;
+        break;
+    case FLAG_STRING:
+        d->def.s = *(const char *const *)d->dst;
+        break;
+    case FLAG_DURATION:
+        d->def.dur = *(const util_duration *)d->dst;
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
 int util_flags_deprecated(util_flags *f, const char *name, bool takes_value, const char *help)
 {
     struct flag_def *d = NULL;

@@ -953,6 +953,37 @@ static char *usage_of(const util_flags *f)
     return text;
 }
 
+/* A binary that changes a shared flag's default after registering it shows
+ * the new one in --help; an unknown name is -ENOENT. */
+static void test_flags_redefault_shows_the_new_default(void **state)
+{
+    (void)state;
+    util_flags *f = util_flags_new("p", NULL);
+    bool le = false;
+    util_duration lease = 15 * UTIL_SECOND;
+    const char *addr = "a";
+    assert_int_equal(util_flags_bool(f, "leader-election", &le, "Elect."), 0);
+    assert_int_equal(util_flags_duration(f, "lease", &lease, "Lease."), 0);
+    assert_int_equal(util_flags_string(f, "addr", &addr, "Addr."), 0);
+    le = true;
+    lease = 150 * UTIL_SECOND;
+    addr = "unix:///x";
+    assert_int_equal(util_flags_redefault(f, "leader-election"), 0);
+    assert_int_equal(util_flags_redefault(f, "lease"), 0);
+    assert_int_equal(util_flags_redefault(f, "addr"), 0);
+    assert_int_equal(util_flags_redefault(f, "nope"), -ENOENT);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    util_flags_usage(f, out);
+    fclose(out);
+    assert_non_null(strstr(text, "Elect. (default true)"));
+    assert_non_null(strstr(text, "Lease. (default 2m30s)"));
+    assert_non_null(strstr(text, "Addr. (default \"unix:///x\")"));
+    free(text);
+    util_flags_free(f);
+}
+
 static void test_flags_usage_prints_go_defaults(void **state)
 {
     (void)state;
@@ -1493,6 +1524,7 @@ int main(int argc, char **argv)
 
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_base64_decode_is_strict_standard_padded),
+        cmocka_unit_test(test_flags_redefault_shows_the_new_default),
         cmocka_unit_test(test_duration_parse_accepts_go_syntax),
         cmocka_unit_test(test_duration_parse_rejects_bad_syntax_and_overflow),
         cmocka_unit_test(test_duration_format_matches_go_string),
