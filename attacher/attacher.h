@@ -199,12 +199,6 @@ bool att_va_last_finalizer(const json_object *va, const char *finalizer);
 /* For the reconcile: is `node_id` one of the published node ids? */
 bool att_published_on(const char *const *nodes, size_t n, const char *node_id);
 
-/* ---- resourceVersions ------------------------------------------------------------------ */
-
-/* Compares two resourceVersions as the decimal integers every API server
- * hands out: <0, 0, >0; -2 when either is not a decimal integer. */
-int att_rv_cmp(const char *a, const char *b);
-
 /* ---- the controller --------------------------------------------------------------------- */
 
 typedef struct att_ctrl att_ctrl;

@@ -149,7 +149,7 @@ static void overlay_seen(att_ctrl *c, const json_object *obj, bool deleted)
     pthread_mutex_lock(&c->mu);
     struct written *w = NULL;
     if (lh_table_lookup_ex(c->overlay, uid, (void **)&w) && w) {
-        int cmp = att_rv_cmp(kobj_rv(obj), w->rv);
+        int cmp = kobj_rv_cmp(kobj_rv(obj), w->rv);
         if (deleted || (!w->detached && cmp >= 0))
             lh_table_delete(c->overlay, uid);
     }
@@ -172,7 +172,7 @@ static json_object *fresh(att_ctrl *c, json_object *cached, bool *detached)
     pthread_mutex_lock(&c->mu);
     struct written *w = NULL;
     if (lh_table_lookup_ex(c->overlay, uid, (void **)&w) && w) {
-        int cmp = att_rv_cmp(w->rv, kobj_rv(cached));
+        int cmp = kobj_rv_cmp(w->rv, kobj_rv(cached));
         bool newer = cmp > 0 || (cmp == -2 && util_now_mono() - w->at < OVERLAY_MAX_AGE);
         if (detached)
             *detached = w->detached;

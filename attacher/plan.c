@@ -672,27 +672,3 @@ bool att_published_on(const char *const *nodes, size_t n, const char *node_id)
             return true;
     return false;
 }
-
-/* ---- resourceVersions ------------------------------------------------------------------ */
-
-static bool rv_parse(const char *s, unsigned long long *v)
-{
-    if (!s || !*s || strlen(s) > 19)
-        return false;
-    unsigned long long r = 0;
-    for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return false;
-        r = r * 10 + (unsigned)(*p - '0');
-    }
-    *v = r;
-    return true;
-}
-
-int att_rv_cmp(const char *a, const char *b)
-{
-    unsigned long long x, y;
-    if (!rv_parse(a, &x) || !rv_parse(b, &y))
-        return -2;
-    return x < y ? -1 : x > y ? 1 : 0;
-}

@@ -47,6 +47,12 @@
 /* The key of the credentials Secret's one entry. */
 #define COSI_SECRET_KEY "BucketInfo"
 
+/* Upstream's lease-name rule (Go's regexp over runes): every rune outside
+ * [a-zA-Z0-9-], and every invalid byte, becomes one '-'; letters go lower
+ * case; a name ending in '-' gets an 'X'; NULL reads as "". Caller
+ * frees. */
+char *cosi_lease_name(const char *s);
+
 /* The driver name rule of DriverGetInfoResponse: 1..63 characters,
  * alphanumerics, '-' and '.', beginning and ending alphanumeric. */
 bool cosi_driver_name_valid(const char *name);

@@ -512,3 +512,26 @@ void kobj_table_shrink(struct lh_table *t, int min_size)
     if (want <= t->size / 2)
         (void)lh_table_resize(t, want); /* on failure the old table stays */
 }
+
+/* Decimal strings of any length: leading zeros skipped, then the longer
+ * is larger, then byte order. */
+int kobj_rv_cmp(const char *a, const char *b)
+{
+    if (!a || !b || !*a || !*b)
+        return -2;
+    for (const char *p = a; *p; p++)
+        if (*p < '0' || *p > '9')
+            return -2;
+    for (const char *p = b; *p; p++)
+        if (*p < '0' || *p > '9')
+            return -2;
+    while (*a == '0' && a[1])
+        a++;
+    while (*b == '0' && b[1])
+        b++;
+    size_t la = strlen(a), lb = strlen(b);
+    if (la != lb)
+        return la < lb ? -1 : 1;
+    int c = strcmp(a, b);
+    return c < 0 ? -1 : c > 0 ? 1 : 0;
+}

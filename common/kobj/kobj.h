@@ -186,4 +186,9 @@ typedef struct {
 void kobj_frame_init(kobj_frame *f);
 long kobj_frame_scan(kobj_frame *f, const char *p, size_t n);
 
+/* Compares two resourceVersions as the decimal integers kube-apiserver
+ * writes (of any length): <0, 0, >0; -2 when either is missing or not
+ * digits (another server's opaque version: no order is known). */
+int kobj_rv_cmp(const char *a, const char *b);
+
 #endif

@@ -151,6 +151,10 @@ void util_buf_put(util_buf *b, const char *s, size_t n);
  * decoded NUL byte is refused (a C string cannot carry it). 0 with *out
  * malloc'ed, or -EINVAL. */
 int util_base64_decode(const char *in, char **out);
+/* The UTF-8 sequence at s (len bytes available): its length with *rune
+ * set, or 0 when it is not valid UTF-8 (overlong, surrogate, beyond
+ * U+10FFFF, cut short). */
+size_t util_utf8_decode(const char *s, size_t len, unsigned *rune);
 /* Names the calling thread (what `top -H` and /proc/PID/task/TID/comm show);
  * the kernel keeps 15 bytes. A thread's name says its role, so CPU and
  * memory can be told apart by role without a debugger. */

@@ -151,6 +151,38 @@ int util_base64_decode(const char *in, char **out)
     return 0;
 }
 
+size_t util_utf8_decode(const char *s, size_t len, unsigned *rune)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    unsigned c = p[0];
+    if (c < 0x80) {
+        *rune = c;
+        return 1;
+    }
+    size_t n;
+    unsigned min, r;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2, min = 0x80, r = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3, min = 0x800, r = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4, min = 0x10000, r = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (len < n)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        r = (r << 6) | (p[i] & 0x3f);
+    }
+    if (r < min || r > 0x10ffff || (r >= 0xd800 && r <= 0xdfff))
+        return 0;
+    *rune = r;
+    return n;
+}
+
 bool util_has_prefix(const char *s, const char *prefix)
 {
     if (s == NULL || prefix == NULL)

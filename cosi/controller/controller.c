@@ -130,7 +130,7 @@ static void overlay_seen(cctl_ctrl *c, char kind, const json_object *obj, bool d
     struct written *w = NULL;
     if (lh_table_lookup_ex(c->overlay, k, (void **)&w) && w) {
         const char *uid = kobj_uid(obj);
-        if (deleted || !uid || strcmp(uid, w->uid) != 0 || cctl_rv_cmp(kobj_rv(obj), w->rv) >= 0)
+        if (deleted || !uid || strcmp(uid, w->uid) != 0 || kobj_rv_cmp(kobj_rv(obj), w->rv) >= 0)
             lh_table_delete(c->overlay, k);
     }
     pthread_mutex_unlock(&c->mu);
@@ -155,7 +155,7 @@ static json_object *fresh(cctl_ctrl *c, char kind, const char *key, json_object 
             use = !expired;
         } else if (uid && strcmp(uid, w->uid) == 0) {
             /* Versions that do not compare are trusted for a while only. */
-            int cmp = cctl_rv_cmp(w->rv, kobj_rv(cached));
+            int cmp = kobj_rv_cmp(w->rv, kobj_rv(cached));
             use = cmp > 0 || (cmp == -2 && !expired);
         }
         if (use)

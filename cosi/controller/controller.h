@@ -44,17 +44,6 @@
 /* What the Event of a claim with no bucketClassName says (upstream's words). */
 #define CCTL_MSG_NO_CLASS "cannot find bucket class with the name specified in the bucket claim"
 
-/*
- * COSI's lease-name rule: every byte outside [a-zA-Z0-9-] becomes '-',
- * letters go lower case, and a name ending in '-' gets an 'X'. (The kube
- * leader's own rule keeps the case; COSI's lower-cases.) Caller frees.
- */
-char *cctl_lease_name(const char *name);
-
-/* Compares two resourceVersions as decimal integers: <0, 0, >0; -2 when
- * either is not one. */
-int cctl_rv_cmp(const char *a, const char *b);
-
 /* ---- reading a claim ----------------------------------------------------------------------- */
 
 /* spec.bucketClassName, or NULL when missing or empty. */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "controller.h"
+#include "cosi/cosi.h"
 #include "sidecar/sidecar.h"
 
 #ifndef SIDECAR_VERSION
@@ -119,7 +120,7 @@ int main(int argc, char **argv)
         die("--resync must not be negative");
     obs_info("Version: %s", SIDECAR_VERSION);
 
-    char *lock = cctl_lease_name(CCTL_LOCK_NAME);
+    char *lock = cosi_lease_name(CCTL_LOCK_NAME);
     /* $KUBECONFIG is read when --kubeconfig is unset or empty, as upstream
      * (viper's env binding, then its own fallback) does. */
     sidecar_opts so = {.component = CCTL_COMPONENT,

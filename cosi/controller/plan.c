@@ -23,47 +23,6 @@
 
 /* ---- names ------------------------------------------------------------------------------ */
 
-char *cctl_lease_name(const char *name)
-{
-    size_t n = name ? strlen(name) : 0;
-    char *out = util_calloc(n + 2, 1);
-    for (size_t i = 0; i < n; i++) {
-        char ch = name[i];
-        if (ch >= 'A' && ch <= 'Z')
-            ch = (char)(ch - 'A' + 'a');
-        else if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-'))
-            ch = '-';
-        out[i] = ch;
-    }
-    /* A Lease name may not end in '-'. */
-    if (n > 0 && out[n - 1] == '-')
-        out[n] = 'X';
-    return out;
-}
-
-static bool rv_parse(const char *s, unsigned long long *v)
-{
-    /* 19 digits always fit in 64 bits; API servers hand out far fewer. */
-    if (!s || !*s || strlen(s) > 19)
-        return false;
-    unsigned long long r = 0;
-    for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return false;
-        r = r * 10 + (unsigned)(*p - '0');
-    }
-    *v = r;
-    return true;
-}
-
-int cctl_rv_cmp(const char *a, const char *b)
-{
-    unsigned long long x, y;
-    if (!rv_parse(a, &x) || !rv_parse(b, &y))
-        return -2;
-    return x < y ? -1 : x > y ? 1 : 0;
-}
-
 /* ---- reading ------------------------------------------------------------------------------ */
 
 /* A string member that counts only when non-empty (Go's "" is unset). */

@@ -80,7 +80,7 @@ static void written_seen(csc_ctrl *c, const json_object *obj, bool deleted)
     pthread_mutex_lock(&c->mu);
     const char *rv = NULL;
     if (lh_table_lookup_ex(c->written, uid, (void **)&rv) &&
-        (deleted || csc_rv_cmp(kobj_rv(obj), rv) != -1))
+        (deleted || kobj_rv_cmp(kobj_rv(obj), rv) != -1))
         lh_table_delete(c->written, uid);
     pthread_mutex_unlock(&c->mu);
 }

@@ -45,9 +45,6 @@
 /* What the lease name is built from: <driver> + CSC_LOCK_SUFFIX. */
 #define CSC_LOCK_SUFFIX "/cosi"
 
-/* Upstream's sanitize: each character (rune) outside [a-zA-Z0-9-] becomes
- * '-', the result is lower-cased, a trailing '-' gets an 'X'. Caller frees. */
-char *csc_sanitize(const char *s);
 /* sanitize(driver + "/cosi"): "cosi.example.com" -> "cosi-example-com-cosi". */
 char *csc_lease_name(const char *driver);
 
@@ -59,16 +56,7 @@ char *csc_lease_name(const char *driver);
  */
 bool csc_equal_fold(const char *a, const char *b);
 
-/* Compares two resourceVersions as decimal integers: <0, 0, >0; -2 when
- * either is missing or not a decimal integer (no order known). */
-int csc_rv_cmp(const char *a, const char *b);
-
 /* ---- texts ------------------------------------------------------------------------------ */
-
-/* The UTF-8 sequence at s[0..len) as Go's utf8.DecodeRune reads it: its
- * length with *rune set, or 0 when it is not valid UTF-8 (overlong forms,
- * surrogates and values past U+10FFFF included); len > 0. */
-size_t csc_utf8_decode(const char *s, size_t len, unsigned *rune);
 
 /* "<prefix>: rpc error: code = <Go name> desc = <message>", as upstream
  * wraps a gRPC error; prefix NULL: without it. Caller frees. */

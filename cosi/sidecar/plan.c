@@ -15,74 +15,12 @@
 
 /* ---- UTF-8 --------------------------------------------------------------------------------- */
 
-size_t csc_utf8_decode(const char *s, size_t len, unsigned *rune)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    unsigned c = p[0];
-    if (c < 0x80) {
-        *rune = c;
-        return 1;
-    }
-    size_t n;
-    unsigned min, r;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2, min = 0x80, r = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3, min = 0x800, r = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4, min = 0x10000, r = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (len < n)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        r = (r << 6) | (p[i] & 0x3f);
-    }
-    if (r < min || r > 0x10ffff || (r >= 0xd800 && r <= 0xdfff))
-        return 0;
-    *rune = r;
-    return n;
-}
-
 /* ---- names --------------------------------------------------------------------------------- */
-
-static bool keeps(char ch)
-{
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           ch == '-';
-}
-
-char *csc_sanitize(const char *s)
-{
-    size_t len = strlen(s);
-    char *out = util_calloc(len + 2, 1);
-    size_t o = 0;
-    for (size_t i = 0; i < len;) {
-        unsigned rune;
-        size_t n = csc_utf8_decode(s + i, len - i, &rune);
-        /* Go's regexp replaces a whole rune (or one invalid byte) by one '-'. */
-        if (n == 0)
-            n = 1;
-        char ch = s[i];
-        if (n == 1 && keeps(ch))
-            out[o++] = (ch >= 'A' && ch <= 'Z') ? (char)(ch - 'A' + 'a') : ch;
-        else
-            out[o++] = '-';
-        i += n;
-    }
-    if (o > 0 && out[o - 1] == '-')
-        out[o++] = 'X';
-    out[o] = '\0';
-    return out;
-}
 
 char *csc_lease_name(const char *driver)
 {
     char *lock = util_asprintf("%s%s", driver ? driver : "", CSC_LOCK_SUFFIX);
-    char *name = csc_sanitize(lock);
+    char *name = cosi_lease_name(lock);
     free(lock);
     return name;
 }
@@ -123,8 +61,8 @@ bool csc_equal_fold(const char *a, const char *b)
     size_t la = strlen(a), lb = strlen(b), i = 0, j = 0;
     while (i < la && j < lb) {
         unsigned ra, rb;
-        size_t na = csc_utf8_decode(a + i, la - i, &ra);
-        size_t nb = csc_utf8_decode(b + j, lb - j, &rb);
+        size_t na = util_utf8_decode(a + i, la - i, &ra);
+        size_t nb = util_utf8_decode(b + j, lb - j, &rb);
         /* Go decodes an invalid byte as U+FFFD, one byte long. */
         if (na == 0)
             na = 1, ra = 0xfffd;
@@ -136,27 +74,6 @@ bool csc_equal_fold(const char *a, const char *b)
         j += nb;
     }
     return i == la && j == lb;
-}
-
-int csc_rv_cmp(const char *a, const char *b)
-{
-    if (!a || !b || !*a || !*b)
-        return -2;
-    for (const char *p = a; *p; p++)
-        if (*p < '0' || *p > '9')
-            return -2;
-    for (const char *p = b; *p; p++)
-        if (*p < '0' || *p > '9')
-            return -2;
-    while (*a == '0' && a[1])
-        a++;
-    while (*b == '0' && b[1])
-        b++;
-    size_t la = strlen(a), lb = strlen(b);
-    if (la != lb)
-        return la < lb ? -1 : 1;
-    int c = strcmp(a, b);
-    return c < 0 ? -1 : c > 0 ? 1 : 0;
 }
 
 /* ---- texts --------------------------------------------------------------------------------- */

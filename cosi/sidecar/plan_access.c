@@ -336,7 +336,7 @@ static void go_string(util_buf *b, const char *s)
             continue;
         }
         unsigned rune;
-        size_t n = csc_utf8_decode(s + i, len - i, &rune);
+        size_t n = util_utf8_decode(s + i, len - i, &rune);
         if (n == 0) {
             put(b, "\\ufffd");
             i++;

@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *a = kobj_str_at(rv, 0);
     const char *b = kobj_str_at(rv, 1);
     if (a != NULL && b != NULL)
-        (void)att_rv_cmp(a, b);
+        (void)kobj_rv_cmp(a, b);
 
     free(fin);
     json_object_put(in);

@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 
+#include "cosi/cosi.h"
 #include "kobj/kobj.h"
 
 #include "fuzz.h"
@@ -56,10 +57,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     must_parse(cctl_patch_bind(bucket, claim));
     must_parse(cctl_delete_options(bucket));
     free(cctl_msg_not_found("bucketclasses.objectstorage.k8s.io", cctl_class_name(claim)));
-    free(cctl_lease_name(kobj_str(in, "lease")));
+    free(cosi_lease_name(kobj_str(in, "lease")));
 
     const json_object *rv = kobj_arr(in, "rv");
-    (void)cctl_rv_cmp(kobj_str_at(rv, 0), kobj_str_at(rv, 1));
+    (void)kobj_rv_cmp(kobj_str_at(rv, 0), kobj_str_at(rv, 1));
     json_object_put(in);
     return 0;
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "attacher/attacher.h"
+#include "kobj/kobj.h"
 
 #define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
 
@@ -681,11 +682,11 @@ static void test_reconcile_and_resource_versions(void **state)
     assert_true(att_published_on(nodes, 3, "b"));
     assert_false(att_published_on(nodes, 3, "c"));
     assert_false(att_published_on(nodes, 3, NULL));
-    expect_int("rv less", "cmp", att_rv_cmp("9", "10"), -1);
-    expect_int("rv equal", "cmp", att_rv_cmp("10", "10"), 0);
-    expect_int("rv greater", "cmp", att_rv_cmp("11", "10"), 1);
-    expect_int("rv not a number", "cmp", att_rv_cmp("a1", "10"), -2);
-    expect_int("rv missing", "cmp", att_rv_cmp(NULL, "10"), -2);
+    expect_int("rv less", "cmp", kobj_rv_cmp("9", "10"), -1);
+    expect_int("rv equal", "cmp", kobj_rv_cmp("10", "10"), 0);
+    expect_int("rv greater", "cmp", kobj_rv_cmp("11", "10"), 1);
+    expect_int("rv not a number", "cmp", kobj_rv_cmp("a1", "10"), -2);
+    expect_int("rv missing", "cmp", kobj_rv_cmp(NULL, "10"), -2);
 }
 
 static void test_capabilities_choose_the_handler(void **state)

@@ -113,7 +113,7 @@ static void test_lease_name_is_sanitized_as_upstream(void **state)
         {"digits and dashes stay", "a-0-9", "a-0-9"},
     };
     for (size_t i = 0; i < N_ROWS(rows); i++) {
-        char *s = csc_sanitize(rows[i].in);
+        char *s = cosi_lease_name(rows[i].in);
         expect_str(rows[i].row, "sanitize", s, rows[i].want);
         free(s);
     }
@@ -176,7 +176,7 @@ static void test_resource_versions_compare_as_integers(void **state)
         {"missing", NULL, "10", -2},
     };
     for (size_t i = 0; i < N_ROWS(rows); i++)
-        expect_int(rows[i].row, "cmp", csc_rv_cmp(rows[i].a, rows[i].b), rows[i].want);
+        expect_int(rows[i].row, "cmp", kobj_rv_cmp(rows[i].a, rows[i].b), rows[i].want);
 }
 
 static void test_error_texts_are_worded_as_upstream(void **state)
