@@ -136,7 +136,7 @@ term_wait() {
 stop_world() {
   [ -d "$D/run" ] || return 0
   local n tier i rc members
-  for tier in 'csi-*' 'kubelet-sim-*' 'example-csi-driver-*' '*'; do
+  for tier in 'csi-*' 'objectstorage-*' 'kubelet-sim-*' 'example-*' '*'; do
     members=()
     for n in $(names); do
       # shellcheck disable=SC2053 # the tier is a glob
@@ -343,7 +343,7 @@ step_end() {
   c=$(jq -n -r --argjson a "$step_c0" --argjson b "$c1" '
     ($b | to_entries | map(.value -= ($a[.key] // 0)) | map(select(.value > 0))) as $d
     | ($d | map(select(.key | IN("Probe", "GetPluginInfo", "GetPluginCapabilities",
-        "ControllerGetCapabilities", "NodeGetCapabilities") | not)) | map("\(.key) \(.value)") | join(", ")) as $main
+        "ControllerGetCapabilities", "NodeGetCapabilities", "DriverGetInfo") | not)) | map("\(.key) \(.value)") | join(", ")) as $main
     | "\($d | map(.value) | add // 0)\(if $main == "" then "" else " (" + $main + ")" end)"')
   step_w0=$w1
   step_c0=$c1
@@ -441,6 +441,9 @@ cmd_up() {
   ATT=$(bin csi-attacher) || die "no $B/bin/csi-attacher"
   REG=$(bin csi-node-driver-registrar) || die "no $B/bin/csi-node-driver-registrar"
   KSIM=$(bin kubelet-sim) || die "no $B/bin/kubelet-sim"
+  CDRV=$(bin example-cosi-driver) || die "no $B/bin/example-cosi-driver"
+  OSC=$(bin objectstorage-controller) || die "no $B/bin/objectstorage-controller"
+  OSS=$(bin objectstorage-sidecar) || die "no $B/bin/objectstorage-sidecar"
   local sock_probe="$D/nodes/node-1/plugins_registry/$DRIVER-reg.sock"
   [ ${#sock_probe} -lt 100 ] || die "DEMO_DIR $D is too long for unix socket paths (108 bytes)"
 
@@ -451,9 +454,9 @@ cmd_up() {
     step_begin "kube-lite: HTTPS, tokens, RBAC"
   fi
   gen_certs "$D/pki" || die "cannot make the certificates (openssl)"
-  local tok_admin tok_prov tok_att
+  local tok_admin tok_prov tok_att tok_cosi_ctrl tok_cosi_sc
   local rnd
-  rnd=$(openssl rand -hex $((16 * (3 + ${#NODES[@]}))))
+  rnd=$(openssl rand -hex $((16 * (5 + ${#NODES[@]}))))
   tok_admin=${rnd:0:32} tok_prov=${rnd:32:32} tok_att=${rnd:64:32}
   printf '%s\n' "$tok_admin" >"$D/run/admin.token"
   {
@@ -465,6 +468,11 @@ cmd_up() {
       echo "${rnd:$((96 + 32 * (i - 10))):32},system:node:$n,$i,\"system:nodes\""
       i=$((i + 1))
     done
+    # COSI: the accounts of manifests/cosi/rbac.yaml
+    tok_cosi_ctrl=${rnd:$((96 + 32 * ${#NODES[@]})):32}
+    tok_cosi_sc=${rnd:$((128 + 32 * ${#NODES[@]})):32}
+    echo "$tok_cosi_ctrl,system:serviceaccount:$NS:container-object-storage-controller-sa,4,\"system:serviceaccounts,system:serviceaccounts:$NS\""
+    echo "$tok_cosi_sc,system:serviceaccount:$NS:example-cosi-driver,5,\"system:serviceaccounts,system:serviceaccounts:$NS\""
   } >"$D/run/tokens.csv"
   chmod 600 "$D/run/tokens.csv" "$D/run/admin.token"
   local i
@@ -503,6 +511,8 @@ cmd_up() {
   kc_for "$D/kubeconfig" "$tok_admin"
   kc_for "$D/run/csi-provisioner.kubeconfig" "$tok_prov"
   kc_for "$D/run/csi-attacher.kubeconfig" "$tok_att"
+  kc_for "$D/run/objectstorage-controller.kubeconfig" "$tok_cosi_ctrl"
+  kc_for "$D/run/objectstorage-sidecar.kubeconfig" "$tok_cosi_sc"
   for n in "${NODES[@]}"; do
     kc_for "$D/run/kubelet-$n.kubeconfig" "$(awk -F, -v u="system:node:$n" '$2 == u { print $1 }' "$D/run/tokens.csv")"
   done
@@ -658,6 +668,59 @@ EOF
   show_phases
   step_end "deleted"
 
+  # ---- COSI: object buckets -------------------------------------------------------------------
+  step_begin "COSI: CRDs and RBAC (manifests/cosi), example COSI driver, objectstorage-sidecar and -controller"
+  out=$(K apply -f "$ROOT/manifests/cosi/crd/" 2>&1) || die "the COSI CRDs do not apply: $out"
+  out=$(K kustomize "$ROOT/manifests/cosi" | rbac_only) || die "manifests/cosi does not render (kubectl kustomize manifests/cosi)"
+  out=$(printf '%s\n' "$out" | K apply -f - 2>&1) || die "the COSI RBAC does not apply: $out"
+  wait_until 30 "the five objectstorage.k8s.io CRDs are Established" crds_established
+  mkdir -p "$D/state/cosi"
+  launch example-cosi-driver "$CDRV" --drivername "$COSI_DRIVER" --endpoint "unix://$D/sock/cosi.sock" \
+    --state-dir "$D/state/cosi"
+  local posc poss
+  mapfile -t ports < <(free_ports 2)
+  poss=${ports[0]}
+  posc=${ports[1]}
+  launch objectstorage-sidecar "$OSS" --driver-addr "unix://$D/sock/cosi.sock" \
+    --kubeconfig "$D/run/objectstorage-sidecar.kubeconfig" --leader-election-namespace "$NS" \
+    --http-endpoint "127.0.0.1:$poss" -v=2
+  launch objectstorage-controller "$OSC" --kubeconfig "$D/run/objectstorage-controller.kubeconfig" \
+    --leader-election-namespace "$NS" --http-endpoint "127.0.0.1:$posc" -v=2
+  wait_until 30 "objectstorage-sidecar leads and is healthy (:$poss/healthz/leader-election)" healthy "$poss" /healthz/leader-election
+  wait_until 30 "objectstorage-controller leads and is healthy (:$posc/healthz/leader-election)" healthy "$posc" /healthz/leader-election
+  step_end "COSI started"
+
+  step_begin "BucketClass + BucketClaim → Bucket (DriverCreateBucket)"
+  out=$(K apply -f "$ROOT/manifests/cosi/example/bucketclass.yaml" -f "$ROOT/manifests/cosi/example/bucketclaim.yaml" 2>&1) ||
+    die "the example BucketClass and BucketClaim do not apply: $out"
+  wait_until 30 "bucketclaim/example-bucket is ready" claim_ready
+  BKT=$(K get bucketclaim example-bucket -n "$NS" -o jsonpath='{.status.bucketName}')
+  check "bucket/$BKT is ready with the driver's bucket id" bucket_ready "$BKT"
+  check "the driver holds the bucket" cosi_buckets_are 1
+  say "    = $(cosi_phases)"
+  step_end "bucket ready"
+
+  step_begin "BucketAccess → DriverGrantBucketAccess → Secret with credentials"
+  out=$(K apply -f "$ROOT/manifests/cosi/example/bucketaccessclass.yaml" -f "$ROOT/manifests/cosi/example/bucketaccess.yaml" 2>&1) ||
+    die "the example BucketAccessClass and BucketAccess do not apply: $out"
+  wait_until 30 "bucketaccess/example-access is granted" access_granted
+  check "secret/example-bucket-credentials holds the BucketInfo with S3 credentials" creds_ok
+  check "the driver holds one grant" cosi_grants_are 1
+  say "    = $(cosi_phases)"
+  step_end "access granted"
+
+  step_begin "access and claim deleted → revoke, DeleteBucket"
+  K delete bucketaccess example-access -n "$NS" --wait=false >/dev/null
+  wait_until 30 "bucketaccess/example-access is gone (access revoked)" k_gone bucketaccess example-access -n "$NS"
+  wait_until 30 "secret/example-bucket-credentials is gone" k_gone secret example-bucket-credentials -n "$NS"
+  check "the driver holds no grant" cosi_grants_are 0
+  K delete bucketclaim example-bucket -n "$NS" --wait=false >/dev/null
+  wait_until 30 "bucketclaim/example-bucket is gone" k_gone bucketclaim example-bucket -n "$NS"
+  wait_until 30 "bucket/$BKT is gone" k_gone bucket "$BKT"
+  check "nothing is left in the COSI driver" cosi_buckets_are 0
+  say "    = $(cosi_phases)"
+  step_end "bucket deleted"
+
   # ---- what is left for the user -------------------------------------------------------------------
   summary
   [ "$STEP_FAILED" -eq 0 ]
@@ -728,6 +791,31 @@ no_create() { [ "$(drv controller '.calls.CreateVolume // 0')" = 0 ]; }
 drv_zone() { [ "$(drv controller "[.volumes[].topology[\"$ZONE_KEY\"]] | join(\",\")")" = "$1" ]; }
 drv_published() { [ "$(drv controller '[.volumes[].published_nodes[]?] | join(",")')" = "$1" ]; }
 drv_empty() { [ "$(drv controller '.volumes | length')" = 0 ]; }
+# COSI (few objects: kubectl directly)
+COSI_DRIVER=cosi.example.com
+crds_established() {
+  [ "$(K get crd -o jsonpath='{range .items[*]}{.spec.group} {.status.conditions[?(@.type=="Established")].status}{"\n"}{end}' 2>/dev/null |
+    grep -c '^objectstorage.k8s.io True$')" = 5 ]
+}
+claim_ready() { [ "$(K get bucketclaim example-bucket -n "$NS" -o jsonpath='{.status.bucketReady}' 2>/dev/null)" = true ]; }
+bucket_ready() {
+  [ "$(K get bucket "$1" -o jsonpath='{.status.bucketReady} {.status.bucketID}' 2>/dev/null)" = "true $(drv cosi '.buckets[0].id // ""')" ]
+}
+access_granted() { [ "$(K get bucketaccess example-access -n "$NS" -o jsonpath='{.status.accessGranted}' 2>/dev/null)" = true ]; }
+creds_ok() {
+  K get secret example-bucket-credentials -n "$NS" -o jsonpath='{.data.BucketInfo}' 2>/dev/null | base64 -d |
+    jq -e '.spec.secretS3.accessKeyID != "" and .spec.secretS3.accessSecretKey != "" and .spec.bucketName != ""' >/dev/null
+}
+cosi_buckets_are() { [ "$(drv cosi '.buckets | length')" = "$1" ]; }
+cosi_grants_are() { [ "$(drv cosi '[.buckets[].grants[]] | length')" = "$1" ]; }
+k_gone() { local out; out=$(K get "$@" -o name 2>&1); [[ "$out" == *NotFound* ]]; }
+cosi_phases() {
+  local c b a
+  c=$(K get bucketclaim example-bucket -n "$NS" -o jsonpath='{.status.bucketReady}' 2>/dev/null || true)
+  b=$(K get buckets -o jsonpath='{range .items[*]}{.metadata.name}{" ready="}{.status.bucketReady}{end}' 2>/dev/null || true)
+  a=$(K get bucketaccess example-access -n "$NS" -o jsonpath='{.status.accessGranted}' 2>/dev/null || true)
+  echo "bucketclaim ${c:+ready=$c}${c:-—} · bucket ${b:-—} · access ${a:+granted=$a}${a:-—} · driver $(drv cosi '.buckets | length') bucket(s), $(drv cosi '[.buckets[].grants[]] | length') grant(s)"
+}
 # phases: one line with the scenario objects' state (from the last snapshot)
 phases() {
   q '(map(select(.kind == "PersistentVolumeClaim" and .metadata.name == "demo-claim")) | .[0]) as $c
@@ -762,6 +850,7 @@ summary() {
     echo
     echo "    export KUBECONFIG=$D/kubeconfig"
     echo "    kubectl get pv,pvc,volumeattachments,csinodes"
+    echo "    kubectl get bucketclasses,bucketclaims,buckets,bucketaccesses -A"
     echo
     echo "  default StorageClass: example-hostpath (claims without a class get it)"
     echo "  logs: $D/logs/   stop everything: make demo-down (hack/demo.sh down)"

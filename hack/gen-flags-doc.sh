@@ -29,7 +29,10 @@ BINARIES=(
   "csi-provisioner csi-provisioner"
   "csi-attacher csi-attacher"
   "csi-node-driver-registrar csi-node-driver-registrar"
+  "objectstorage-controller objectstorage-controller"
+  "objectstorage-sidecar objectstorage-sidecar"
   "example-csi-driver example-csi-driver"
+  "example-cosi-driver example-cosi-driver"
   "kubelet-sim kubelet-sim"
 )
 

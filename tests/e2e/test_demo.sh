@@ -98,9 +98,16 @@ assert_run() {
     "✓ the driver holds no publication"
     "✓ pvc/demo-claim is gone"
     "✓ the driver deleted the volume"
+    "✓ the five objectstorage.k8s.io CRDs are Established"
+    "✓ bucketclaim/example-bucket is ready"
+    "is ready with the driver's bucket id"
+    "✓ secret/example-bucket-credentials holds the BucketInfo with S3 credentials"
+    "✓ bucketaccess/example-access is gone (access revoked)"
+    "✓ nothing is left in the COSI driver"
     "every step passed"
     "export KUBECONFIG=$DEMO_WORLD/kubeconfig"
     "kubectl get pv,pvc,volumeattachments,csinodes"
+    "kubectl get bucketclasses,bucketclaims,buckets,bucketaccesses -A"
     "logs: $DEMO_WORLD/logs/"
   )
   local w
@@ -111,6 +118,10 @@ assert_run() {
   contains "$label: summary names DeleteVolume" "DeleteVolume 1" "$text"
   contains "$label: summary names NodeStageVolume" "NodeStageVolume 1" "$text"
   contains "$label: summary names NodeUnstageVolume" "NodeUnstageVolume 1" "$text"
+  contains "$label: summary names DriverCreateBucket" "DriverCreateBucket 1" "$text"
+  contains "$label: summary names DriverGrantBucketAccess" "DriverGrantBucketAccess 1" "$text"
+  contains "$label: summary names DriverRevokeBucketAccess and DriverDeleteBucket" \
+    "DriverDeleteBucket 1, DriverRevokeBucketAccess 1" "$text"
   check "$label: summary saved in the logs folder" 0 "$(cmp -s <(sed -n '/^  step  /,$p' "$out") \
     <(sed -n '/^  step  /,$p' "$DEMO_WORLD/logs/summary.txt"); echo $?)"
 }
@@ -129,11 +140,12 @@ check "the world keeps running: the default StorageClass" "true" \
 check "the world keeps running: both nodes' CSINodes" "csinode.storage.k8s.io/node-1 csinode.storage.k8s.io/node-2" \
   "$(KW get csinodes -o name 2>&1 | sort | tr '\n' ' ' | sed 's/ $//')"
 check "the scenario left no volume behind" "" "$(KW get pv,pvc,volumeattachments -A -o name 2>&1)"
+check "nor any bucket" "" "$(KW get bucketclaims,buckets,bucketaccesses -A -o name 2>&1)"
 # Each sidecar runs with its own token and only its manifests' RBAC.
 contains "the provisioner's token may not read secrets in kube-system" "Forbidden" \
   "$(kubectl --kubeconfig "$DEMO_WORLD/run/csi-provisioner.kubeconfig" --cache-dir "$WORK/cache" get secrets -n kube-system 2>&1)"
 check "no sidecar or kubelet-sim was refused by RBAC" "" \
-  "$(grep -il 'forbidden' "$DEMO_WORLD"/logs/csi-*.log "$DEMO_WORLD"/logs/kubelet-sim-*.log 2>/dev/null)"
+  "$(grep -il 'forbidden' "$DEMO_WORLD"/logs/csi-*.log "$DEMO_WORLD"/logs/objectstorage-*.log "$DEMO_WORLD"/logs/kubelet-sim-*.log 2>/dev/null)"
 first=$(world_pids)
 
 # A second run replaces the first world.
