@@ -33,6 +33,7 @@ BINARIES=(
   "objectstorage-sidecar objectstorage-sidecar"
   "example-csi-driver example-csi-driver"
   "example-cosi-driver example-cosi-driver"
+  "livenessprobe livenessprobe"
   "kubelet-sim kubelet-sim"
 )
 
