@@ -29,6 +29,7 @@ BINARIES=(
   "csi-provisioner csi-provisioner"
   "csi-attacher csi-attacher"
   "csi-node-driver-registrar csi-node-driver-registrar"
+  "csi-resizer csi-resizer"
   "objectstorage-controller objectstorage-controller"
   "objectstorage-sidecar objectstorage-sidecar"
   "example-csi-driver example-csi-driver"

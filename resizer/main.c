@@ -1,0 +1,233 @@
+/*
+ * csi-resizer: flags with external-resizer's names and defaults, start-up
+ * (connect, driver name, capabilities: ControllerExpandVolume, or the
+ * trivial resizer for a driver that expands on the node only), then the
+ * controller (controller.c) while this replica leads the lease
+ * "external-resizer-<sanitized driver>". Misconfiguration exits 1 with one
+ * line saying what to fix. The VolumeAttributesClass modify controller of
+ * upstream's binary is not here: its flags are accepted.
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "resizer.h"
+#include "sidecar/sidecar.h"
+
+#ifndef SIDECAR_VERSION
+#define SIDECAR_VERSION "unknown"
+#endif
+
+struct flags {
+    sidecar_flags common;
+    util_duration resync, timeout, retry_start, retry_max;
+    int workers;
+    bool extra_modify_metadata, handle_inuse;
+    const char *feature_gates;
+};
+
+struct gates {
+    bool annotate_fs_resize, recover, release_on_exit;
+};
+
+static void die(const char *msg)
+{
+    fprintf(stderr, "csi-resizer: %s\n", msg);
+    exit(1);
+}
+
+static void add_flags(util_flags *f, struct flags *fl)
+{
+    sidecar_flags_add(f, &fl->common,
+                      SIDECAR_FLAGS_CSI | SIDECAR_FLAGS_KUBE | SIDECAR_FLAGS_LEADER |
+                          SIDECAR_FLAGS_HTTP);
+    fl->resync = 10 * UTIL_MINUTE;
+    fl->workers = 10;
+    fl->timeout = 10 * UTIL_SECOND;
+    fl->retry_start = UTIL_SECOND;
+    fl->retry_max = 5 * UTIL_MINUTE;
+    fl->handle_inuse = true;
+    fl->feature_gates = "";
+    util_flags_string(f, "master", &fl->common.master,
+                      "Master URL to build a client config from. Either this or kubeconfig needs "
+                      "to be set if the provisioner is being run out of cluster.");
+    util_flags_duration(f, "resync-period", &fl->resync, "Resync period for cache");
+    util_flags_int(f, "workers", &fl->workers, "Concurrency to process multiple resize requests");
+    util_flags_bool(f, "extra-modify-metadata", &fl->extra_modify_metadata,
+                    "If set, add pv/pvc metadata to plugin modify requests as parameters "
+                    "(accepted; there is no modify controller here).");
+    util_flags_duration(f, "timeout", &fl->timeout, "Timeout for waiting for CSI driver socket.");
+    util_flags_duration(f, "retry-interval-start", &fl->retry_start,
+                        "Initial retry interval of failed volume resize. It exponentially "
+                        "increases with each failure, up to retry-interval-max.");
+    util_flags_duration(f, "retry-interval-max", &fl->retry_max,
+                        "Maximum retry interval of failed volume resize.");
+    util_flags_bool(f, "handle-volume-inuse-error", &fl->handle_inuse,
+                    "Flag to turn on/off capability to handle volume in use error in resizer "
+                    "controller (accepted; volumes in use are not tracked here).");
+    util_flags_string(f, "feature-gates", &fl->feature_gates,
+                      "A set of key=value pairs that describe feature gates: "
+                      "AnnotateFsResize=true|false, RecoverVolumeExpansionFailure=true|false, "
+                      "ReleaseLeaderElectionOnExit=true|false, VolumeAttributesClass=true|false.");
+}
+
+/* Upstream's gates with their defaults. */
+static struct gates parse_gates(const char *s)
+{
+    struct gates g = {.annotate_fs_resize = true, .recover = true};
+    char *copy = util_strdup(s ? s : "");
+    for (char *save = NULL, *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq)
+            die("--feature-gates: expected key=true|false");
+        *eq = '\0';
+        bool on = strcmp(eq + 1, "true") == 0;
+        if (!on && strcmp(eq + 1, "false") != 0)
+            die("--feature-gates: values must be true or false");
+        if (strcmp(kv, "AnnotateFsResize") == 0)
+            g.annotate_fs_resize = on;
+        else if (strcmp(kv, "RecoverVolumeExpansionFailure") == 0)
+            g.recover = on;
+        else if (strcmp(kv, "ReleaseLeaderElectionOnExit") == 0)
+            g.release_on_exit = on;
+        else if (strcmp(kv, "VolumeAttributesClass") != 0)
+            die(util_asprintf("--feature-gates: unrecognized feature gate: %s", kv));
+    }
+    free(copy);
+    return g;
+}
+
+static const char *lock_name(void *ud, const char *driver)
+{
+    char *buf = ud;
+    char *n = rsz_lock_name(driver);
+    snprintf(buf, 320, "%s", n);
+    free(n);
+    return buf;
+}
+
+struct run_ctx {
+    rsz_ctrl_opts opts;
+    rsz_config cfg;
+    rsz_ctrl *ctrl;
+};
+
+static void run(void *ud)
+{
+    struct run_ctx *r = ud;
+    if (rsz_ctrl_start(&r->opts, &r->cfg, &r->ctrl) < 0)
+        obs_fatal_exit("cannot start the resizer: %s", util_err_last());
+}
+
+/* Plugin, controller and (when the controller cannot expand) node capabilities. */
+static int read_caps(sidecar *s, util_duration timeout, csi_caps *caps)
+{
+    csi_status st;
+    Csi__V1__GetPluginCapabilitiesResponse *pc = NULL;
+    if (csi_get_plugin_capabilities(sidecar_csi(s), timeout, &pc, &st) < 0)
+        return util_err_set(-EIO, "failed to check if plugin supports controller service: %s",
+                            st.message);
+    csi_caps_from_plugin(caps, pc);
+    csi__v1__get_plugin_capabilities_response__free_unpacked(pc, NULL);
+    if (!CSI_CAP(caps->plugin, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE))
+        return 0;
+    Csi__V1__ControllerGetCapabilitiesResponse *cc = NULL;
+    if (csi_controller_get_capabilities(sidecar_csi(s), timeout, &cc, &st) < 0)
+        return util_err_set(-EIO, "failed to check if plugin supports controller resize: %s",
+                            st.message);
+    csi_caps_from_controller(caps, cc);
+    csi__v1__controller_get_capabilities_response__free_unpacked(cc, NULL);
+    if (CSI_CAP(caps->controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME))
+        return 0;
+    Csi__V1__NodeGetCapabilitiesResponse *nc = NULL;
+    if (csi_node_get_capabilities(sidecar_csi(s), timeout, &nc, &st) < 0)
+        return util_err_set(-EIO, "failed to check if plugin supports node resize: %s", st.message);
+    csi_caps_from_node(caps, nc);
+    csi__v1__node_get_capabilities_response__free_unpacked(nc, NULL);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    /* One malloc arena: the workers mostly wait on the API server and the driver. */
+    mallopt(M_ARENA_MAX, 1);
+    util_flags *f = util_flags_new("csi-resizer", SIDECAR_VERSION);
+    struct flags fl = {0};
+    add_flags(f, &fl);
+    util_flags_parse_or_exit(f, argc, argv);
+    if (sidecar_flags_check(f, &fl.common) < 0)
+        die(util_err_last());
+    if (fl.workers < 1)
+        die("--workers must be greater than zero");
+    struct gates g = parse_gates(fl.feature_gates);
+    obs_info("Version: %s", SIDECAR_VERSION);
+
+    char lock[320];
+    sidecar_opts so = {.component = "csi-resizer",
+                       .version = SIDECAR_VERSION,
+                       .which = SIDECAR_FLAGS_CSI | SIDECAR_FLAGS_KUBE | SIDECAR_FLAGS_LEADER |
+                                SIDECAR_FLAGS_HTTP,
+                       .timeout = fl.timeout,
+                       .exit_on_csi_loss = true,
+                       .probe = false, /* upstream does not probe */
+                       .release_on_exit = g.release_on_exit,
+                       .lock_name = lock_name,
+                       .ud = lock};
+    sidecar *s = NULL;
+    if (sidecar_start(&fl.common, &so, &s) < 0)
+        die(util_err_last());
+
+    csi_caps caps = {0};
+    if (read_caps(s, fl.timeout, &caps) < 0)
+        die(util_err_last());
+    rsz_mode mode = rsz_mode_from_caps(&caps);
+    bool modify =
+        CSI_CAP(caps.controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME);
+    if (mode == RSZ_MODE_NO_CONTROLLER)
+        die("Failed to create CSI resizer: CSI driver does not support controller service");
+    if (mode == RSZ_MODE_NONE)
+        die(modify ? "CSI driver neither supports controller resize nor node resize, and "
+                     "ControllerModifyVolume (VolumeAttributesClass) is not implemented here"
+                   : "CSI driver does not support resize nor modify");
+    if (mode == RSZ_MODE_TRIVIAL)
+        obs_info("The CSI driver supports node resize only, using trivial resizer to handle "
+                 "resize requests");
+    if (modify)
+        obs_info("The CSI driver supports ControllerModifyVolume: VolumeAttributesClass changes "
+                 "are not handled by this csi-resizer");
+
+    struct run_ctx r = {0};
+    r.cfg = (rsz_config){
+        .driver_name = sidecar_driver_name(s),
+        .single_node_multi_writer =
+            CSI_CAP(caps.controller,
+                    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER),
+        .trivial = mode == RSZ_MODE_TRIVIAL,
+        .recover = g.recover,
+        .annotate_resize = g.annotate_fs_resize,
+    };
+    char *component = rsz_component(r.cfg.driver_name);
+    kube_recorder *rec = kube_recorder_new(sidecar_kube(s), component, NULL);
+    free(component);
+    r.opts = (rsz_ctrl_opts){
+        .csi = sidecar_csi(s),
+        .kube = sidecar_kube(s),
+        .events = rec,
+        .metrics = sidecar_metrics(s),
+        .timeout = fl.timeout,
+        .retry_start = fl.retry_start,
+        .retry_max = fl.retry_max,
+        .resync = fl.resync,
+        .workers = fl.workers,
+    };
+    if (sidecar_serve(s, run, &r) < 0)
+        die(util_err_last());
+    sidecar_wait(s);
+    rsz_ctrl_stop(r.ctrl);
+    kube_recorder_free(rec, 2 * UTIL_SECOND);
+    sidecar_free(s);
+    util_flags_free(f);
+    return 0;
+}
