@@ -364,8 +364,11 @@ void sidecar_wait(sidecar *s)
      * server, say): nothing is ours to finish or hand over yet, and waiting
      * for the start would keep a pod in Terminating; upstream's sidecars die
      * at once here too. */
-    if (atomic_load(&s->running) && !atomic_load(&s->run_done)) {
-        obs_info("the controllers are still starting: exiting now");
+    /* Not leading yet (a lease request may hang on a silent API server
+     * for its whole timeout) is the same: nothing to hand over. */
+    if (!atomic_load(&s->run_done)) {
+        obs_info("%s: exiting now",
+                 atomic_load(&s->running) ? "the controllers are still starting" : "not leading");
         _exit(0);
     }
 }

@@ -102,7 +102,8 @@ int sidecar_http_handle(sidecar *s, const char *path, obs_http_fn fn, void *ud);
  */
 int sidecar_serve(sidecar *s, void (*run)(void *ud), void *ud);
 /* Blocks until SIGTERM or SIGINT. When `run` has not returned yet (the
- * controllers are still starting) the process exits 0 right here. */
+ * controllers are still starting, or this replica does not lead yet) the
+ * process exits 0 right here. */
 void sidecar_wait(sidecar *s);
 
 /* The common/csi call hook feeding csi_sidecar_operations_seconds. */

@@ -10,6 +10,13 @@ type at random paths of objects, list items and watch events, a list whose
 type or an ERROR with a bogus Status, duplicated keys, huge (2 MiB) strings,
 and answers or streams that stall.
 
+Every API group is fair game, custom resources included: answers about the
+COSI objects (/apis/objectstorage.k8s.io/...) meet the same fates, and
+wrong types there also go to the fields the COSI binaries read (the Bucket's
+claim reference, driver name and deletion policy, the claim's and access's
+status, the classes' driver and parameters). The counts at the end say how
+many mutations each API group and each client (User-Agent) got.
+
 Writes reach kube-lite as they were sent (an injected error may stand in for
 the answer, before or after the write happened), so the store stays sane and
 the world can converge once the lies stop.
@@ -85,6 +92,8 @@ class State:
         self.lock = threading.Lock()
         self.seen = collections.Counter()  # method+path -> requests so far
         self.counts = collections.Counter()  # mutation kind -> times applied
+        self.by_group = collections.defaultdict(collections.Counter)  # API group -> kind -> times
+        self.by_agent = collections.Counter()  # client (User-Agent up to '/') -> mutations
         self.requests = 0
         self.streams = set()  # upstream sockets of open watches
 
@@ -96,15 +105,21 @@ class State:
             self.requests += 1
         return random.Random("%d|%s|%d" % (self.seed, key, n))
 
-    def count(self, kind):
+    def count(self, kind, group="", agent=""):
         with self.lock:
             self.counts[kind] += 1
+            self.by_group[group or "?"][kind] += 1
+            self.by_agent[agent or "?"] += 1
 
     def report(self):
         with self.lock:
             parts = ["%s=%d" % kv for kv in sorted(self.counts.items())]
             total = sum(self.counts.values())
             log("requests=%d mutations=%d %s" % (self.requests, total, " ".join(parts)))
+            for g in sorted(self.by_group):
+                c = self.by_group[g]
+                log("group %s: mutations=%d %s" % (g, sum(c.values()), " ".join("%s=%d" % kv for kv in sorted(c.items()))))
+            log("by client: " + " ".join("%s=%d" % kv for kv in sorted(self.by_agent.items())))
 
     def go_passthrough(self):
         self.passthrough.set()
@@ -136,6 +151,34 @@ INTERESTING = [
     ("status",),
     ("kind",),
     ("apiVersion",),
+]
+# The fields of the COSI objects (objectstorage.k8s.io) that the controller and
+# the sidecar decide on; tried on answers about those objects only (a path
+# whose parent object is missing in the document is not tried).
+COSI_INTERESTING = [
+    ("spec", "driverName"),
+    ("spec", "bucketClassName"),
+    ("spec", "bucketClaim"),
+    ("spec", "bucketClaim", "name"),
+    ("spec", "bucketClaim", "namespace"),
+    ("spec", "bucketClaim", "uid"),
+    ("spec", "deletionPolicy"),
+    ("spec", "parameters"),
+    ("spec", "protocols"),
+    ("spec", "existingBucketID"),
+    ("spec", "bucketClaimName"),
+    ("spec", "bucketAccessClassName"),
+    ("spec", "credentialsSecretName"),
+    ("spec", "protocol"),
+    ("status", "bucketReady"),
+    ("status", "bucketName"),
+    ("status", "bucketID"),
+    ("status", "accountID"),
+    ("status", "accessGranted"),
+    ("driverName",),
+    ("deletionPolicy",),
+    ("authenticationType",),
+    ("parameters",),
 ]
 LIST_INTERESTING = [("items",), ("metadata",), ("metadata", "resourceVersion"), ("kind",)]
 EVENT_INTERESTING = [("type",), ("object",)]
@@ -208,9 +251,10 @@ def parent_of(v, path):
     return v
 
 
-def pick_path(doc, rng, interesting):
+def pick_path(doc, rng, interesting, extra=()):
     """A path in doc: one of the interesting ones (prefixed by a random list
-    item or the event's object) or any path at all."""
+    item or the event's object; with extra, also those of extra whose parent
+    is there) or any path at all."""
     prefixes = [()]
     if isinstance(doc, dict):
         if isinstance(doc.get("items"), list) and doc["items"]:
@@ -220,6 +264,8 @@ def pick_path(doc, rng, interesting):
     if rng.random() < 0.6:
         pre = rng.choice(prefixes)
         pool = INTERESTING if pre else interesting
+        if extra and (pre or interesting is INTERESTING):
+            pool = INTERESTING + [p for p in extra if isinstance(parent_of(doc, pre + p), dict)]
         path = pre + rng.choice(pool)
         par = parent_of(doc, path)
         if isinstance(par, dict):
@@ -246,18 +292,22 @@ class Body:
         return m
 
     def encode(self):
-        b = json.dumps(self.doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        try:
+            b = json.dumps(self.doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (kube-lite wrote it as a \ud800 escape): escaped again.
+            b = json.dumps(self.doc, separators=(",", ":")).encode("ascii")
         for m, raw in self.text_subs:
             b = b.replace(json.dumps(m).encode(), raw)
             b = b.replace(m.encode(), raw)
         return b
 
 
-def mutate_doc(body, kind, rng, interesting):
+def mutate_doc(body, kind, rng, interesting, extra=()):
     """Applies one mutation of kind to body.doc; returns what it did, or None."""
     doc = body.doc
     if kind == "wrongtype":
-        path = pick_path(doc, rng, interesting)
+        path = pick_path(doc, rng, interesting, extra)
         if not path:
             return None
         par = parent_of(doc, path)
@@ -389,9 +439,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except OSError:
             pass
 
+    def note(self, kind):
+        """Counts one mutation of this request's answer."""
+        self.st.count(kind, self.group, self.agent)
+
     def stall(self, rng, what):
         secs = rng.uniform(1.0, STALL_MAX)
-        self.st.count("stall")
+        self.note("stall")
         log("stall %.1fs: %s %s (%s)" % (secs, self.command, self.path, what))
         self.st.passthrough.wait(secs)
 
@@ -408,12 +462,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-        self.st.count("error")
+        self.note("error")
         log("error %d (%s): %s %s" % (code, when, self.command, self.path))
 
     def proxy(self):
         st = self.st
         url = urllib.parse.urlsplit(self.path)
+        parts = url.path.split("/")
+        self.group = "core" if parts[1:2] == ["api"] else parts[2] if parts[1:2] == ["apis"] and len(parts) > 2 else "other"
+        self.agent = (self.headers.get("User-Agent") or "").split("/")[0]
+        self.extra = COSI_INTERESTING if self.group == "objectstorage.k8s.io" else ()
         q = urllib.parse.parse_qs(url.query)
         watching = q.get("watch", ["false"])[0] in ("1", "true")
         rng = st.rng_for(self.command, url.path + ("?watch" if watching else ""))
@@ -478,17 +536,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if isinstance(doc, (dict, list)):
                 body = Body(doc)
                 interesting = LIST_INTERESTING if isinstance(doc, dict) and "items" in doc else INTERESTING
-                what = mutate_doc(body, kind, rng, interesting)
+                what = mutate_doc(body, kind, rng, interesting, self.extra)
                 if what:
                     raw = body.encode()
-                    st.count(kind)
+                    self.note(kind)
                     log("%s: %s %s -> %d" % (what, self.command, self.path, resp.status))
         if kind == "stall":
             self.stall(rng, "before the answer")
         self.send_response(resp.status)
         if kind == "truncate" and len(raw) > 1:
             cut = rng.randrange(1, len(raw))
-            st.count("truncate")
+            self.note("truncate")
             log("truncated at %d of %d: %s %s" % (cut, len(raw), self.command, self.path))
             self.pass_headers(resp, cut)
             self.wfile.write(raw[:cut])
@@ -496,7 +554,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.pass_headers(resp, len(raw))
         if kind == "reset" and len(raw) > 1:
             cut = rng.randrange(0, len(raw))
-            st.count("reset")
+            self.note("reset")
             log("reset at %d of %d: %s %s" % (cut, len(raw), self.command, self.path))
             self.wfile.write(raw[:cut])
             self.reset()
@@ -548,7 +606,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return True
         kind = roll(probs, rng, ["badevent", "wrongtype", "badutf8", "duplicate", "huge", "truncate", "reset", "stall", "split"])
         if kind == "badevent":
-            st.count(kind)
+            self.note(kind)
             bad = bad_event(rng)
             log("bad event %s on %s" % (bad[:80].decode("utf-8", "replace"), self.path))
             self.chunk(bad + b"\n")
@@ -562,22 +620,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 doc = None
             if isinstance(doc, dict):
                 body = Body(doc)
-                what = mutate_doc(body, kind, rng, EVENT_INTERESTING)
+                what = mutate_doc(body, kind, rng, EVENT_INTERESTING, self.extra)
                 if what:
-                    st.count(kind)
+                    self.note(kind)
                     log("event %s: %s" % (what, self.path))
                     self.chunk(body.encode() + b"\n")
                     return True
         if kind == "stall":
             self.stall(rng, "watch")
         if kind == "split" and len(line) > 2:
-            st.count(kind)
+            self.note(kind)
             cut = rng.randrange(1, len(line) - 1)
             self.chunk(line[:cut])
             self.chunk(line[cut:])
             return True
         if kind == "truncate" and len(line) > 2:
-            st.count(kind)
+            self.note(kind)
             cut = rng.randrange(1, len(line) - 1)
             log("watch ends mid-event at %d of %d: %s" % (cut, len(line), self.path))
             self.chunk(line[:cut])
@@ -585,7 +643,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             return False
         if kind == "reset":
-            st.count(kind)
+            self.note(kind)
             cut = rng.randrange(0, len(line))
             log("watch reset at %d of %d: %s" % (cut, len(line), self.path))
             if cut:
