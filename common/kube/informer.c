@@ -207,7 +207,7 @@ static struct entry *cache_take(kube_informer *inf, const char *key)
     return old;
 }
 
-static void cache_put(kube_informer *inf, const char *key, json_object *obj)
+static struct entry *cache_put(kube_informer *inf, const char *key, json_object *obj)
 {
     struct entry *e = util_calloc(1, sizeof(*e));
     e->json = kobj_to_text(obj, &e->len);
@@ -221,6 +221,7 @@ static void cache_put(kube_informer *inf, const char *key, json_object *obj)
     }
     lh_table_insert(inf->cache, util_strdup(key), e);
     inf->bytes += entry_bytes(e, key);
+    return e;
 }
 
 static json_object *parse_entry(const struct entry *e)
@@ -399,8 +400,12 @@ static bool usable(const kube_informer *inf, const char *from, json_object *obj)
 
 static void apply_delete(kube_informer *inf, json_object *obj);
 
-/* Stores `obj` (transformed in place) and calls the handlers. */
-static void apply_upsert(kube_informer *inf, json_object *obj)
+/*
+ * Stores `obj` (transformed in place) and calls the handlers. With
+ * `quiet_if_same`, an object whose cached copy is byte for byte the same
+ * calls no handler (a relist's unchanged items).
+ */
+static void apply_upsert(kube_informer *inf, json_object *obj, bool quiet_if_same)
 {
     if (inf->o.keep && !inf->o.keep(inf->o.transform_ud, obj)) {
         apply_delete(inf, obj);
@@ -410,10 +415,13 @@ static void apply_upsert(kube_informer *inf, json_object *obj)
     char *key = kube_key(obj);
     pthread_rwlock_wrlock(&inf->lock);
     struct entry *old = cache_take(inf, key);
-    cache_put(inf, key, obj);
+    struct entry *now = cache_put(inf, key, obj);
     pthread_rwlock_unlock(&inf->lock);
     const kube_handlers *h = &inf->o.handlers;
-    if (old) {
+    if (quiet_if_same && old && old->len == now->len &&
+        memcmp(old->json, now->json, now->len) == 0) {
+        /* Nothing to tell. */
+    } else if (old) {
         if (h->on_update) {
             json_object *prev = h->old_unused ? NULL : parse_entry(old);
             h->on_update(h->ud, prev, obj);
@@ -535,14 +543,16 @@ static int relist(kube_informer *inf)
             }
             char *key = kube_key(item);
             lh_table_insert(seen, key, NULL);
-            /* Unchanged objects (same resourceVersion) need no handler call. */
+            /* An unchanged object (same resourceVersion) needs no handler
+             * call, but its copy is still replaced when the bytes differ:
+             * a corrupted answer cached earlier must not outlive the next
+             * list only because the object has not changed since. */
             pthread_rwlock_rdlock(&inf->lock);
             struct entry *e = NULL;
-            bool same = lh_table_lookup_ex(inf->cache, key, (void **)&e) && e->rv && obj_rv(item) &&
-                        strcmp(e->rv, obj_rv(item)) == 0;
+            bool same_rv = lh_table_lookup_ex(inf->cache, key, (void **)&e) && e->rv &&
+                           obj_rv(item) && strcmp(e->rv, obj_rv(item)) == 0;
             pthread_rwlock_unlock(&inf->lock);
-            if (!same)
-                apply_upsert(inf, item);
+            apply_upsert(inf, item, same_rv);
         }
         kube_resp_clear(&r);
         if (!cont || atomic_load(&inf->stop))
@@ -605,9 +615,17 @@ static int on_event(void *ud, const char *type, json_object *obj)
          * follows brings the object's state again. */
         return -EBADMSG;
     }
+    if (!change && strcmp(type, "BOOKMARK") != 0) {
+        /* An unknown type may stand for a change this client cannot read:
+         * going past it would lose that change for good. The watch ends
+         * here and the next one resumes before it, as client-go's decoder
+         * refuses such an event. */
+        obs_v(2, "%s: refusing a watch event of unknown type %.32s", inf->o.res->resource, type);
+        count_malformed(inf);
+        return -EBADMSG;
+    }
     if (!change && !kobj_typed(obj, json_type_object)) {
-        /* A BOOKMARK (or a type of a later server) carries no name, but
-         * its object is still an object. */
+        /* A BOOKMARK carries no name, but its object is still an object. */
         obs_v(2, "%s %s: skipping an event whose object is not an object", inf->o.res->resource,
               type);
         count_malformed(inf);
@@ -619,7 +637,7 @@ static int on_event(void *ud, const char *type, json_object *obj)
      * The slimming may drop the resourceVersion, so it is kept apart. */
     char *kept_rv = util_strdup(rv);
     if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0)
-        apply_upsert(inf, obj);
+        apply_upsert(inf, obj, false);
     else if (strcmp(type, "DELETED") == 0)
         apply_delete(inf, obj);
     set_last_rv(inf, kept_rv);

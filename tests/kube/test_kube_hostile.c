@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "kobj/kobj.h"
 #include "kube/kube.h"
 
 #define MAX_HELD 32
@@ -205,7 +206,7 @@ typedef struct run {
     kube_config *cfg;
     kube_client *kc;
     kube_informer *inf;
-    int adds;
+    int adds, updates;
     pthread_mutex_t mu;
 } run;
 
@@ -218,6 +219,16 @@ static void on_add(void *ud, json_object *obj)
     pthread_mutex_unlock(&r->mu);
 }
 
+static void on_update(void *ud, json_object *old, json_object *obj)
+{
+    run *r = ud;
+    (void)old;
+    (void)obj;
+    pthread_mutex_lock(&r->mu);
+    r->updates++;
+    pthread_mutex_unlock(&r->mu);
+}
+
 static void run_start(run *r, const canned *s)
 {
     memset(r, 0, sizeof(*r));
@@ -226,7 +237,9 @@ static void run_start(run *r, const canned *s)
     r->reg = obs_registry_new();
     kube_client_opts co = {.user_agent = "test_kube_hostile/test", .metrics = r->reg};
     assert_int_equal(kube_client_new(r->cfg, &co, &r->kc), 0);
-    kube_informer_opts o = {.res = &CM, .ns = "default", .handlers = {.on_add = on_add, .ud = r}};
+    kube_informer_opts o = {.res = &CM,
+                            .ns = "default",
+                            .handlers = {.on_add = on_add, .on_update = on_update, .ud = r}};
     assert_int_equal(kube_informer_new(r->kc, &o, &r->inf), 0);
     assert_int_equal(kube_informer_start(r->inf), 0);
 }
@@ -393,6 +406,76 @@ static void test_a_malformed_watch_event_ends_the_watch_and_a_relist_follows(voi
     canned_stop(&s);
 }
 
+/* A type this client does not know may stand for a change: the watch ends
+ * before it (its resourceVersion is not kept) and a relist follows, so
+ * nothing after it is applied from this stream. */
+static const char unknown_type_events[] = "{\"type\":\"ADDED\",\"object\":" GOOD(
+    "good3", "12") "}\n"
+                   "{\"type\":\"CHANGED\",\"object\":" GOOD(
+                       "other", "13") "}\n"
+                                      "{\"type\":\"ADDED\",\"object\":" GOOD("late", "14") "}\n";
+
+static void test_an_unknown_watch_event_type_ends_the_watch_and_a_relist_follows(void **state)
+{
+    (void)state;
+    canned s;
+    canned_start(&s, one_good_then_two, 2, unknown_type_events);
+    run r;
+    run_start(&r, &s);
+    assert_int_equal(kube_informer_wait_for_sync(r.inf, 30 * UTIL_SECOND), 0);
+    assert_true(th_wait_until(has_good4, &r, 60 * UTIL_SECOND));
+    assert_true(cached(&r, "good1"));
+    assert_false(cached(&r, "other"));
+    assert_false(cached(&r, "late"));
+    assert_false(cached(&r, "good3"));
+    pthread_mutex_lock(&s.mu);
+    assert_int_equal(s.list_calls, 2);
+    pthread_mutex_unlock(&s.mu);
+    assert_true(malformed(&r) == 1);
+    run_stop(&r);
+    canned_stop(&s);
+}
+
+/* The first list lies about good1's data at resourceVersion 3; the watch
+ * then fails, and the second list tells the truth at the same version. */
+static const char *const corrupt_then_true[] = {
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"10\"},\"items\":["
+    "{\"metadata\":{\"name\":\"good1\",\"namespace\":\"default\",\"resourceVersion\":\"3\"},"
+    "\"data\":{\"v\":\"corrupted\"}}]}",
+    ONE_GOOD,
+};
+
+static const char fail_watch_events[] = "{\"type\":\"MODIFIED\",\"object\":42}\n";
+
+static bool good1_true(void *ud)
+{
+    run *r = ud;
+    json_object *o = kube_informer_get(r->inf, "default", "good1");
+    const char *v = kobj_str(kobj_get(o, "data"), "v");
+    bool ok = v && strcmp(v, "1") == 0;
+    json_object_put(o);
+    return ok;
+}
+
+static void test_a_relist_replaces_a_corrupted_copy_of_an_unchanged_object(void **state)
+{
+    (void)state;
+    canned s;
+    canned_start(&s, corrupt_then_true, 2, fail_watch_events);
+    run r;
+    run_start(&r, &s);
+    assert_int_equal(kube_informer_wait_for_sync(r.inf, 30 * UTIL_SECOND), 0);
+    /* Same resourceVersion, other bytes: the list's copy wins. */
+    assert_true(th_wait_until(good1_true, &r, 60 * UTIL_SECOND));
+    assert_int_equal(kube_informer_count(r.inf), 1);
+    pthread_mutex_lock(&r.mu);
+    assert_int_equal(r.adds, 1);
+    assert_int_equal(r.updates, 1);
+    pthread_mutex_unlock(&r.mu);
+    run_stop(&r);
+    canned_stop(&s);
+}
+
 /* Peak resident memory of this process so far, in MiB. */
 static long peak_rss_mib(void)
 {
@@ -510,6 +593,8 @@ int main(void)
         cmocka_unit_test(test_list_items_of_wrong_types_are_skipped),
         cmocka_unit_test(test_list_whose_items_is_no_array_is_a_failed_list),
         cmocka_unit_test(test_a_malformed_watch_event_ends_the_watch_and_a_relist_follows),
+        cmocka_unit_test(test_an_unknown_watch_event_type_ends_the_watch_and_a_relist_follows),
+        cmocka_unit_test(test_a_relist_replaces_a_corrupted_copy_of_an_unchanged_object),
         cmocka_unit_test(test_answer_over_256_mib_fails_cleanly_and_memory_stays_near_the_cap),
         cmocka_unit_test(test_event_that_never_ends_stops_the_watch_at_16_mib),
         cmocka_unit_test(test_informer_lists_and_watches_again_after_an_endless_event),
