@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The local world in one command: kube-lite (HTTPS, tokens, RBAC from
 # manifests/), the example CSI driver in its controller and node roles, the
-# three sidecars each with its own service-account token, kubelet-sim for two
-# nodes; then a storage scenario played with kubectl, step by step, and a
+# sidecars (provisioner, attacher, resizer, registrar) each with its own
+# service-account token, kubelet-sim for two nodes; then a storage scenario played with kubectl, step by step, and a
 # summary. The world is left running for kubectl.
 #
 #   hack/demo.sh [up] [--no-build] [--plain]   (make demo)
@@ -250,6 +250,10 @@ rules:
   - apiGroups: [""]
     resources: ["persistentvolumeclaims", "persistentvolumes", "secrets"]
     verbs: ["get"]
+  # node expansion finishes a claim's resize, as the system:node role allows
+  - apiGroups: [""]
+    resources: ["persistentvolumeclaims/status"]
+    verbs: ["get", "update", "patch"]
   - apiGroups: ["coordination.k8s.io"]
     resources: ["leases"]
     verbs: ["get", "create", "update", "patch"]
@@ -439,6 +443,7 @@ cmd_up() {
   DRV=$(bin example-csi-driver) || die "no $B/bin/example-csi-driver"
   PROV=$(bin csi-provisioner) || die "no $B/bin/csi-provisioner"
   ATT=$(bin csi-attacher) || die "no $B/bin/csi-attacher"
+  RSZ=$(bin csi-resizer) || die "no $B/bin/csi-resizer"
   REG=$(bin csi-node-driver-registrar) || die "no $B/bin/csi-node-driver-registrar"
   KSIM=$(bin kubelet-sim) || die "no $B/bin/kubelet-sim"
   CDRV=$(bin example-cosi-driver) || die "no $B/bin/example-cosi-driver"
@@ -454,15 +459,17 @@ cmd_up() {
     step_begin "kube-lite: HTTPS, tokens, RBAC"
   fi
   gen_certs "$D/pki" || die "cannot make the certificates (openssl)"
-  local tok_admin tok_prov tok_att tok_cosi_ctrl tok_cosi_sc
+  local tok_admin tok_prov tok_att tok_rsz tok_cosi_ctrl tok_cosi_sc
   local rnd
-  rnd=$(openssl rand -hex $((16 * (5 + ${#NODES[@]}))))
+  rnd=$(openssl rand -hex $((16 * (6 + ${#NODES[@]}))))
   tok_admin=${rnd:0:32} tok_prov=${rnd:32:32} tok_att=${rnd:64:32}
+  tok_rsz=${rnd:$((160 + 32 * ${#NODES[@]})):32}
   printf '%s\n' "$tok_admin" >"$D/run/admin.token"
   {
     echo "$tok_admin,admin,1,\"system:masters\""
     echo "$tok_prov,system:serviceaccount:$NS:csi-provisioner,2,\"system:serviceaccounts,system:serviceaccounts:$NS\""
     echo "$tok_att,system:serviceaccount:$NS:csi-attacher,3,\"system:serviceaccounts,system:serviceaccounts:$NS\""
+    echo "$tok_rsz,system:serviceaccount:$NS:csi-resizer,6,\"system:serviceaccounts,system:serviceaccounts:$NS\""
     local i=10 n
     for n in "${NODES[@]}"; do
       echo "${rnd:$((96 + 32 * (i - 10))):32},system:node:$n,$i,\"system:nodes\""
@@ -511,6 +518,7 @@ cmd_up() {
   kc_for "$D/kubeconfig" "$tok_admin"
   kc_for "$D/run/csi-provisioner.kubeconfig" "$tok_prov"
   kc_for "$D/run/csi-attacher.kubeconfig" "$tok_att"
+  kc_for "$D/run/csi-resizer.kubeconfig" "$tok_rsz"
   kc_for "$D/run/objectstorage-controller.kubeconfig" "$tok_cosi_ctrl"
   kc_for "$D/run/objectstorage-sidecar.kubeconfig" "$tok_cosi_sc"
   for n in "${NODES[@]}"; do
@@ -524,7 +532,7 @@ cmd_up() {
   out=$(K kustomize "$ROOT/manifests" | rbac_only) || die "manifests/ does not render (kubectl kustomize manifests)"
   n_obj=$(printf '%s\n' "$out" | grep -c '^kind:')
   { printf '%s\n' "$out"; kubelet_rbac; } >"$D/run/cluster.yaml"
-  say "  from manifests/: $n_obj objects (the provisioner's and attacher's RBAC, the CSIDriver); the registrar needs none (kubelet mode)"
+  say "  from manifests/: $n_obj objects (the provisioner's, attacher's and resizer's RBAC, the CSIDriver); the registrar needs none (kubelet mode)"
   out=$(K apply -f "$D/run/cluster.yaml" 2>&1) || die "RBAC and CSIDriver do not apply: $out"
   step_end "$([ "$CLUSTER" = kubernetes ] && echo "control plane, RBAC" || echo "kube-lite, RBAC")"
 
@@ -534,8 +542,8 @@ cmd_up() {
   launch example-csi-driver-controller "$DRV" --drivername "$DRIVER" \
     --endpoint "unix://$D/sock/controller.sock" --state-dir "$D/state/controller" \
     --nodeid controller --known-nodes "$(IFS=,; echo "${NODES[*]}")" --capacity 10Gi
-  local pprov patt ports
-  mapfile -t ports < <(free_ports $((2 + ${#NODES[@]})))
+  local pprov patt prsz ports
+  mapfile -t ports < <(free_ports $((3 + ${#NODES[@]})))
   pprov=${ports[0]}
   launch csi-provisioner "$PROV" --csi-address "$D/sock/controller.sock" \
     --kubeconfig "$D/run/csi-provisioner.kubeconfig" --leader-election --leader-election-namespace "$NS" \
@@ -544,6 +552,10 @@ cmd_up() {
   launch csi-attacher "$ATT" --csi-address "$D/sock/controller.sock" \
     --kubeconfig "$D/run/csi-attacher.kubeconfig" --leader-election --leader-election-namespace "$NS" \
     --http-endpoint "127.0.0.1:$patt" -v=2
+  prsz=${ports[$((2 + ${#NODES[@]}))]}
+  launch csi-resizer "$RSZ" --csi-address "$D/sock/controller.sock" \
+    --kubeconfig "$D/run/csi-resizer.kubeconfig" --leader-election --leader-election-namespace "$NS" \
+    --http-endpoint "127.0.0.1:$prsz" -v=2
   local k=1 preg nd
   for n in "${NODES[@]}"; do
     nd="$D/nodes/$n"
@@ -557,11 +569,13 @@ cmd_up() {
       --kubelet-registration-path "$nd/plugins/$DRIVER/csi.sock" \
       --plugin-registration-path "$nd/plugins_registry" --http-endpoint "127.0.0.1:$preg" -v=2
     launch "kubelet-sim-$n" "$KSIM" --kubeconfig "$D/run/kubelet-$n.kubeconfig" --node-name "$n" \
-      --plugins-registry-dir "$nd/plugins_registry" --root-dir "$nd/kubelet" --register-node -v=2
+      --plugins-registry-dir "$nd/plugins_registry" --root-dir "$nd/kubelet" --register-node \
+      --sync-frequency 1s -v=2
     k=$((k + 1))
   done
   wait_until 30 "csi-provisioner is healthy (:$pprov/healthz/leader-election)" healthy "$pprov" /healthz/leader-election
   wait_until 30 "csi-attacher is healthy (:$patt/healthz/leader-election)" healthy "$patt" /healthz/leader-election
+  wait_until 30 "csi-resizer is healthy (:$prsz/healthz/leader-election)" healthy "$prsz" /healthz/leader-election
   for n in "${NODES[@]}"; do
     wait_until 30 "registrar on $n is healthy" healthy "$(cat "$D/run/csi-node-driver-registrar-$n.port")"
   done
@@ -649,6 +663,18 @@ EOF
   check "the driver on $POD_NODE staged the volume and published it into the pod" node_drv_is "$POD_NODE" "true 1"
   show_phases
   step_end "attached, mounted"
+
+  step_begin "claim grown to 2Gi while the pod runs → ControllerExpandVolume, NodeExpandVolume"
+  K patch pvc demo-claim -n "$NS" --type merge -p '{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}' \
+    >/dev/null || die "the claim cannot be resized"
+  wait_until 30 "csi-resizer grew the volume in the driver to 2Gi" drv_size_is controller 2147483648
+  wait_until 30 "kubelet-sim on $POD_NODE grew it on the node: pvc/demo-claim has capacity 2Gi" claim_resized 2Gi
+  check "no resize condition left on the claim (FileSystemResizePending gone)" claim_conditions_are ""
+  check "pv/$PV has capacity 2Gi" pv_capacity_is "$PV" 2Gi
+  check "the driver on $POD_NODE sees the volume at 2Gi" drv_size_is "$POD_NODE" 2147483648
+  check "pod/demo-pod kept running" pod_running
+  show_phases
+  step_end "resized online"
 
   step_begin "pod deleted → unpublish, unstage, detach"
   K delete pod demo-pod -n "$NS" --wait=false >/dev/null
@@ -785,12 +811,22 @@ va_attached() {
   [ "$(q "map(select(.kind == \"VolumeAttachment\" and .spec.source.persistentVolumeName == \$pv)) | map(\"\\(.spec.nodeName)=\\(.status.attached)\") | join(\",\")" --arg pv "$1")" = "$POD_NODE=true" ]
 }
 no_va() { snap && [ "$(q 'map(select(.kind == "VolumeAttachment")) | length')" = 0 ]; }
+# resize: the claim's status.capacity and resize conditions, the PV's capacity
+claim_resized() {
+  snap && [ "$(q "$(obj PersistentVolumeClaim demo-claim) | .status.capacity.storage // \"\"")" = "$1" ]
+}
+claim_conditions_are() {
+  [ "$(q "$(obj PersistentVolumeClaim demo-claim) | [.status.conditions[]?.type] | join(\",\")")" = "$1" ]
+}
+pv_capacity_is() { [ "$(q "$(obj PersistentVolume "$1") | .spec.capacity.storage // \"\"")" = "$2" ]; }
 # drv ROLE FILTER: FILTER over state/ROLE/status.json
 drv() { jq -r "$2" "$D/state/$1/status.json" 2>/dev/null; }
 no_create() { [ "$(drv controller '.calls.CreateVolume // 0')" = 0 ]; }
 drv_zone() { [ "$(drv controller "[.volumes[].topology[\"$ZONE_KEY\"]] | join(\",\")")" = "$1" ]; }
 drv_published() { [ "$(drv controller '[.volumes[].published_nodes[]?] | join(",")')" = "$1" ]; }
 drv_empty() { [ "$(drv controller '.volumes | length')" = 0 ]; }
+# drv_size_is ROLE BYTES: the size of the one volume ROLE's driver holds
+drv_size_is() { [ "$(drv "$1" '[.volumes[].capacity_bytes] | map(tostring) | join(",")')" = "$2" ]; }
 # COSI (few objects: kubectl directly)
 COSI_DRIVER=cosi.example.com
 crds_established() {
@@ -822,7 +858,7 @@ phases() {
      | (map(select(.kind == "PersistentVolume" and .metadata.name == ($c.spec.volumeName // "-"))) | .[0]) as $v
      | (map(select(.kind == "VolumeAttachment")) | map("\(.spec.nodeName) attached=\(.status.attached // false)") | join(" ")) as $a
      | (map(select(.kind == "Pod" and .metadata.name == "demo-pod")) | .[0]) as $p
-     | "pvc \($c.status.phase // "—") · pv \(if $v then "\($v.metadata.name | .[0:12])… \($v.status.phase // "")" else "—" end)"
+     | "pvc \($c.status.phase // "—")\(if $c.status.capacity.storage then " " + $c.status.capacity.storage else "" end) · pv \(if $v then "\($v.metadata.name | .[0:12])… \($v.status.phase // "")" else "—" end)"
        + " · va \(if $a == "" then "—" else $a end) · pod \(if $p then "on \($p.spec.nodeName)" else "—" end)"'
 }
 

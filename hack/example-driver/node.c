@@ -404,7 +404,8 @@ void drv_node_expand(drv *d, const ProtobufCMessage *msg, csi_reply *reply)
         return;
     }
     drv_model *m = drv_store_lock(d->store);
-    const drv_volume *v = drv_model_volume(m, req->volume_id);
+    /* With --backend-dir, at the size the controller gave it by now. */
+    const drv_volume *v = node_volume(d, m, req->volume_id);
     if (!v) {
         csi_reply_error(reply, CSI_NOT_FOUND, "volume %s does not exist", req->volume_id);
     } else if (!volume_at(v, req->volume_path)) {

@@ -639,6 +639,12 @@ drv_volume *drv_store_import(drv_store *s, drv_model *m, const char *backend_dir
             load_kvs(found, "topology", &v->topology);
             drv_model_add_volume(m, v);
             obs_v(2, "volume %s found in %s", id, path);
+        } else {
+            /* The size is the backend's too: ControllerExpandVolume grew
+             * it there since. */
+            int64_t cap = ji64(found, "capacity_bytes");
+            m->used += cap - v->capacity;
+            v->capacity = cap;
         }
         /* The storage and the controller publications are the backend's:
          * the device path ControllerPublish returned names its folder. */

@@ -111,6 +111,13 @@ typedef struct ksim_vol {
     ksim_map attrs; /* volumeAttributes */
     char *stage_secret_ns, *stage_secret_name;
     char *pub_secret_ns, *pub_secret_name;
+    /* PVC volumes: the claim (in the pod's namespace), the PV's
+     * nodeExpandSecretRef, and whether the claim asked this node to grow
+     * the volume when it was read (ksim_resize_plan; acted on after a
+     * fresh read) */
+    char *claim;
+    char *expand_secret_ns, *expand_secret_name;
+    bool resize;
 } ksim_vol;
 
 void ksim_vol_clear(ksim_vol *v);
@@ -160,6 +167,12 @@ int ksim_stage_request(const ksim_vol *v, const char *staging, const ksim_map *p
 int ksim_publish_request(const ksim_vol *v, const char *staging, const char *target,
                          const ksim_map *pub_ctx, const ksim_map *secrets, const ksim_map *vol_ctx,
                          bool snmw, Csi__V1__NodePublishVolumeRequest **out);
+/* NodeExpandVolumeRequest as the kubelet's CSI plugin sends it: volume_path
+ * (the target path), staging_target_path when staged (NULL: none),
+ * capacity_range.required_bytes = bytes, the volume's capability. */
+int ksim_expand_request(const ksim_vol *v, const char *volume_path, const char *staging,
+                        int64_t bytes, const ksim_map *secrets, bool snmw,
+                        Csi__V1__NodeExpandVolumeRequest **out);
 void ksim_request_free(void *req);
 
 /* ---- the next step for one volume ---------------------------------------------------- */
@@ -176,6 +189,8 @@ typedef struct ksim_facts {
     bool has_pub_record;  /* a publication for this pod is recorded (maybe half done) */
     bool has_stage_record;
     bool other_users; /* another pod on this node has the volume published or recorded */
+    bool resize;      /* the claim asks this node to grow the volume (ksim_resize_plan) */
+    bool expand_cap;  /* the driver has EXPAND_VOLUME in its node service */
 } ksim_facts;
 
 typedef enum ksim_step {
@@ -184,6 +199,7 @@ typedef enum ksim_step {
     KSIM_WAIT_ATTACH,
     KSIM_STAGE,
     KSIM_PUBLISH,
+    KSIM_EXPAND, /* published, and the claim waits for NodeExpandVolume */
     KSIM_READY,
     KSIM_UNPUBLISH,
     KSIM_UNSTAGE,
@@ -192,6 +208,55 @@ typedef enum ksim_step {
 
 ksim_step ksim_next_step(const ksim_facts *f);
 const char *ksim_step_name(ksim_step s);
+
+/* ---- node expansion (plan_objects.c) ------------------------------------------------- */
+
+#define KSIM_COND_FS_RESIZE_PENDING  "FileSystemResizePending"
+#define KSIM_COND_NODE_RESIZE_ERROR  "NodeResizeError"
+#define KSIM_STATUS_NODE_PENDING     "NodeResizePending"
+#define KSIM_STATUS_NODE_IN_PROGRESS "NodeResizeInProgress"
+#define KSIM_STATUS_NODE_INFEASIBLE  "NodeResizeInfeasible"
+
+typedef enum ksim_resize_step {
+    KSIM_RESIZE_NONE,   /* nothing for the node to grow */
+    KSIM_RESIZE_MARK,   /* NodeResizePending: mark NodeResizeInProgress, then expand */
+    KSIM_RESIZE_EXPAND, /* NodeExpandVolume, then the claim's resize finished */
+} ksim_resize_step;
+
+typedef struct ksim_resize {
+    ksim_resize_step step;
+    const char *new_size; /* the PV's spec.capacity.storage (borrowed) */
+    int64_t new_bytes;
+    /* The claim carries allocatedResources or allocatedResourceStatuses:
+     * a resizer with RecoverVolumeExpansionFailure, whose statuses rule. */
+    bool recover;
+} ksim_resize;
+
+/*
+ * Does the node grow the volume of a mounted claim (the kubelet's node
+ * expander)? Only when the PV's spec.capacity is above the claim's
+ * status.capacity and the volume is not read-only; then, with the
+ * recovery statuses, when allocatedResourceStatuses.storage is
+ * NodeResizePending (MARK) or NodeResizeInProgress (EXPAND), and without
+ * them (a 1.20 API server drops them) when the FileSystemResizePending
+ * condition is True (EXPAND).
+ */
+void ksim_resize_plan(const json_object *pvc, const json_object *pv, bool readonly,
+                      ksim_resize *out);
+/* MarkNodeExpansionInProgress: allocatedResourceStatuses.storage =
+ * NodeResizeInProgress. Merge patches of claims/status guarded by the
+ * claim's resourceVersion. */
+char *ksim_resize_in_progress_patch(const json_object *pvc);
+/* MarkFSResizeFinished: status.capacity.storage = size, every resize
+ * condition dropped, the storage entry of allocatedResourceStatuses
+ * removed (the map with it when it was the only one). Guarded. */
+char *ksim_resize_finished_patch(const json_object *pvc, const char *size);
+/* After NodeExpandVolume failed with gRPC `code` on the recovery path:
+ * NULL when the failure is not final (the driver may still be at it);
+ * else a NodeResizeError condition "failed to expand pvc with <err>" and,
+ * for INVALID_ARGUMENT, OUT_OF_RANGE and NOT_FOUND, NodeResizeInfeasible.
+ * Not guarded, as the kubelet's. */
+char *ksim_resize_failed_patch(const json_object *pvc, int code, const char *err, time_t now);
 
 /* ---- pods ---------------------------------------------------------------------------- */
 
@@ -359,6 +424,9 @@ typedef struct ksim_volumes_opts {
     const char *node;
     const char *root;
     int workers;
+    /* Every pod is looked at again this often (the kubelet's
+     * --sync-frequency): how a mounted claim's resize is noticed. 0: never. */
+    util_duration sync_frequency;
 } ksim_volumes_opts;
 /* Reads the records under root (the actual state a restart left). */
 int ksim_volumes_new(kube_client *kube, ksim_plugins *plugins, ksim_node *nd,

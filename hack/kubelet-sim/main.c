@@ -79,6 +79,7 @@ int main(int argc, char **argv)
     bool register_node = true;
     int lease_s = 40, max_pods = 110;
     util_duration report_every = UTIL_MINUTE;
+    util_duration sync_every = UTIL_MINUTE;
     util_flags_string(f, "kubeconfig", &kubeconfig, "Path to a kubeconfig file (required).");
     util_flags_string(f, "node-name", &node,
                       "The node's name (default: $NODE_NAME, else the "
@@ -96,6 +97,9 @@ int main(int argc, char **argv)
                         "How often the node status (the Ready heartbeat) is posted when nothing "
                         "changed.");
     util_flags_int(f, "max-pods", &max_pods, "The pods capacity the node reports.");
+    util_flags_duration(f, "sync-frequency", &sync_every,
+                        "Every pod is looked at again this often, as the kubelet's: a mounted "
+                        "claim waiting for NodeExpandVolume is noticed then at the latest.");
     obs_log_add_flags(f);
     util_flags_parse_or_exit(f, argc, argv);
     if (obs_log_apply() < 0)
@@ -111,9 +115,9 @@ int main(int argc, char **argv)
         die("--kubeconfig is required");
     if (!root || root[0] != '/')
         die("--root-dir must be an absolute path");
-    if (lease_s < 1 || report_every <= 0 || max_pods < 0)
-        die("--node-lease-duration-seconds, --node-status-report-frequency and --max-pods must "
-            "be positive");
+    if (lease_s < 1 || report_every <= 0 || max_pods < 0 || sync_every < 0)
+        die("--node-lease-duration-seconds, --node-status-report-frequency, --sync-frequency and "
+            "--max-pods must be positive");
 
     kube_config *kc = NULL;
     if (kube_config_load(kubeconfig, NULL, false, &kc) < 0)
@@ -133,7 +137,7 @@ int main(int argc, char **argv)
     no.info.name = node;
     no.info.max_pods = max_pods;
     machine_info(&no.info, root);
-    ksim_volumes_opts vo = {.node = node, .root = root, .workers = 4};
+    ksim_volumes_opts vo = {.node = node, .root = root, .workers = 4, .sync_frequency = sync_every};
     if (ksim_plugins_new(kube, node, dir, &plugins) < 0 || ksim_node_new(kube, &no, &nd) < 0 ||
         ksim_volumes_new(kube, plugins, nd, &vo, &vm) < 0)
         die(util_err_last());

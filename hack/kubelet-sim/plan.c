@@ -284,6 +284,9 @@ void ksim_vol_clear(ksim_vol *v)
     free(v->stage_secret_name);
     free(v->pub_secret_ns);
     free(v->pub_secret_name);
+    free(v->claim);
+    free(v->expand_secret_ns);
+    free(v->expand_secret_name);
     memset(v, 0, sizeof(*v));
 }
 
@@ -358,6 +361,12 @@ int ksim_vol_from_claim(const ksim_podvol *pvol, const json_object *pvc, const j
             out->mount_flags[out->n_mount_flags++] = util_strdup(kobj_str_at(opts, i));
     secret_ref(kobj_obj(csi, "nodeStageSecretRef"), NULL, &out->stage_secret_ns,
                &out->stage_secret_name);
+    secret_ref(kobj_obj(csi, "nodeExpandSecretRef"), NULL, &out->expand_secret_ns,
+               &out->expand_secret_name);
+    out->claim = util_strdup(claim);
+    ksim_resize rs;
+    ksim_resize_plan(pvc, pv, out->readonly, &rs);
+    out->resize = rs.step != KSIM_RESIZE_NONE;
     int r = fill_from_csi(out, csi, NULL);
     if (r < 0) {
         char *msg = util_asprintf("volume %s: %s", vn, util_err_last());
@@ -562,6 +571,31 @@ int ksim_publish_request(const ksim_vol *v, const char *staging, const char *tar
     return 0;
 }
 
+int ksim_expand_request(const ksim_vol *v, const char *volume_path, const char *staging,
+                        int64_t bytes, const ksim_map *secrets, bool snmw,
+                        Csi__V1__NodeExpandVolumeRequest **out)
+{
+    *out = NULL;
+    Csi__V1__VolumeCapability *cap = NULL;
+    int r = capability(v, snmw, &cap);
+    if (r < 0)
+        return r;
+    Csi__V1__NodeExpandVolumeRequest *req = util_calloc(1, sizeof(*req));
+    csi__v1__node_expand_volume_request__init(req);
+    req->volume_id = util_strdup(v->handle);
+    req->volume_path = util_strdup(volume_path);
+    if (staging)
+        req->staging_target_path = util_strdup(staging);
+    req->capacity_range = util_calloc(1, sizeof(*req->capacity_range));
+    csi__v1__capacity_range__init(req->capacity_range);
+    req->capacity_range->required_bytes = bytes;
+    req->volume_capability = cap;
+    req->secrets = (Csi__V1__NodeExpandVolumeRequest__SecretsEntry **)map_entries(
+        &csi__v1__node_expand_volume_request__secrets_entry__descriptor, secrets, &req->n_secrets);
+    *out = req;
+    return 0;
+}
+
 void ksim_request_free(void *req)
 {
     /* Everything in a request is malloc'ed, so the unpacked-message free
@@ -586,8 +620,15 @@ ksim_step ksim_next_step(const ksim_facts *f)
             return KSIM_UNPUBLISH;
         return KSIM_UNSTAGE;
     }
-    if (f->published)
-        return KSIM_READY;
+    if (f->published) {
+        /* A mounted volume the controller grew: the node grows it too
+         * (online expansion), when the driver's node service can. */
+        if (!f->resize)
+            return KSIM_READY;
+        if (!f->driver_registered)
+            return KSIM_WAIT_DRIVER;
+        return f->expand_cap ? KSIM_EXPAND : KSIM_READY;
+    }
     if (!f->driver_registered)
         return KSIM_WAIT_DRIVER;
     /* As the kubelet: an attachable volume is reported in use before it
@@ -604,8 +645,8 @@ ksim_step ksim_next_step(const ksim_facts *f)
 
 const char *ksim_step_name(ksim_step s)
 {
-    static const char *const names[] = {"wait-driver", "report-in-use", "wait-attach",
-                                        "stage",       "publish",       "ready",
-                                        "unpublish",   "unstage",       "gone"};
+    static const char *const names[] = {"wait-driver", "report-in-use", "wait-attach", "stage",
+                                        "publish",     "expand",        "ready",       "unpublish",
+                                        "unstage",     "gone"};
     return (size_t)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
 }

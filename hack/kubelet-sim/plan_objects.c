@@ -160,6 +160,171 @@ char *ksim_pod_running_patch(const json_object *pod, time_t now)
     return to_text(p);
 }
 
+/* ---- node expansion ------------------------------------------------------------------ */
+
+static bool str_is(const char *a, const char *b)
+{
+    return a && strcmp(a, b) == 0;
+}
+
+/* The storage quantity of the map at `path` in bytes (0 when missing or
+ * unreadable, as Go's zero quantity), its text in *text. */
+static int64_t storage_bytes(const json_object *o, const char *path, const char **text)
+{
+    const char *s = kobj_str(kobj_path(o, path), "storage");
+    int64_t v = 0;
+    if (text)
+        *text = s;
+    if (!s || util_quantity_parse(s, &v) < 0)
+        return 0;
+    return v;
+}
+
+static const char *resize_status(const json_object *pvc)
+{
+    return kobj_str(kobj_path(pvc, "status.allocatedResourceStatuses"), "storage");
+}
+
+void ksim_resize_plan(const json_object *pvc, const json_object *pv, bool readonly,
+                      ksim_resize *out)
+{
+    memset(out, 0, sizeof(*out));
+    const char *status = resize_status(pvc);
+    out->recover = (status && *status) || kobj_path(pvc, "status.allocatedResources") != NULL;
+    int64_t want = storage_bytes(pv, "spec.capacity", &out->new_size);
+    int64_t have = storage_bytes(pvc, "status.capacity", NULL);
+    /* As the kubelet: the node grows what the controller made bigger than
+     * the claim reports, and never a read-only volume. */
+    if (readonly || want <= have)
+        return;
+    if (out->recover) {
+        if (str_is(status, KSIM_STATUS_NODE_PENDING))
+            out->step = KSIM_RESIZE_MARK;
+        else if (str_is(status, KSIM_STATUS_NODE_IN_PROGRESS))
+            out->step = KSIM_RESIZE_EXPAND;
+    } else if (condition_is(pvc, KSIM_COND_FS_RESIZE_PENDING, "True")) {
+        /* Without the statuses, the resizer's condition says its part is
+         * done (the PV is written before it): never race its writes. */
+        out->step = KSIM_RESIZE_EXPAND;
+    }
+    if (out->step != KSIM_RESIZE_NONE)
+        out->new_bytes = want;
+}
+
+/* {metadata: {resourceVersion} (when guarded), status: {}}. */
+static json_object *claim_status_patch(const json_object *pvc, bool guard, json_object **status)
+{
+    json_object *p = json_object_new_object();
+    const char *rv = kobj_rv(pvc);
+    if (guard && rv) {
+        json_object *meta = json_object_new_object();
+        json_object_object_add(meta, "resourceVersion", jstr(rv));
+        json_object_object_add(p, "metadata", meta);
+    }
+    *status = json_object_new_object();
+    json_object_object_add(p, "status", *status);
+    return p;
+}
+
+static json_object *storage_map(json_object *v)
+{
+    json_object *m = json_object_new_object();
+    json_object_object_add(m, "storage", v);
+    return m;
+}
+
+char *ksim_resize_in_progress_patch(const json_object *pvc)
+{
+    json_object *st = NULL;
+    json_object *p = claim_status_patch(pvc, true, &st);
+    json_object_object_add(st, "allocatedResourceStatuses",
+                           storage_map(jstr(KSIM_STATUS_NODE_IN_PROGRESS)));
+    return to_text(p);
+}
+
+static bool resize_condition(const char *t)
+{
+    return str_is(t, "Resizing") || str_is(t, KSIM_COND_FS_RESIZE_PENDING) ||
+           str_is(t, "ControllerResizeError") || str_is(t, KSIM_COND_NODE_RESIZE_ERROR);
+}
+
+char *ksim_resize_finished_patch(const json_object *pvc, const char *size)
+{
+    json_object *st = NULL;
+    json_object *p = claim_status_patch(pvc, true, &st);
+    json_object_object_add(st, "capacity", storage_map(jstr(size)));
+    /* Every resize condition goes; the others stay. A merge patch replaces
+     * the list whole, so it is written only when something went. */
+    json_object *conds = kobj_path(pvc, "status.conditions");
+    json_object *kept = json_object_new_array();
+    size_t n = kobj_len(conds);
+    for (size_t i = 0; i < n; i++) {
+        json_object *c = kobj_at(conds, i);
+        if (!resize_condition(kobj_str(c, "type")))
+            json_object_array_add(kept, json_object_get(c));
+    }
+    if (json_object_array_length(kept) == n) {
+        json_object_put(kept);
+    } else if (json_object_array_length(kept) == 0) {
+        json_object_put(kept);
+        json_object_object_add(st, "conditions", NULL);
+    } else {
+        json_object_object_add(st, "conditions", kept);
+    }
+    json_object *statuses = kobj_path(pvc, "status.allocatedResourceStatuses");
+    if (kobj_get(statuses, "storage")) {
+        if (kobj_typed(statuses, json_type_object) &&
+            json_object_object_length((json_object *)statuses) == 1)
+            json_object_object_add(st, "allocatedResourceStatuses", NULL);
+        else
+            json_object_object_add(st, "allocatedResourceStatuses", storage_map(NULL));
+    }
+    return to_text(p);
+}
+
+char *ksim_resize_failed_patch(const json_object *pvc, int code, const char *err, time_t now)
+{
+    switch (code) {
+    case CSI_OK: /* no answer from the driver */
+    case CSI_CANCELLED:
+    case CSI_DEADLINE_EXCEEDED:
+    case CSI_UNAVAILABLE:
+    case CSI_RESOURCE_EXHAUSTED:
+    case CSI_ABORTED:
+        return NULL; /* not final: the operation may go on in the driver */
+    default:
+        break;
+    }
+    bool infeasible =
+        code == CSI_INVALID_ARGUMENT || code == CSI_OUT_OF_RANGE || code == CSI_NOT_FOUND;
+    json_object *st = NULL;
+    json_object *p = claim_status_patch(pvc, false, &st);
+    char ts[32];
+    ksim_format_time(now, ts);
+    char *msg = util_asprintf("failed to expand pvc with %s", err ? err : "");
+    /* The error condition replaces one of its type; everything else stays
+     * (keepOldResizeConditions). */
+    json_object *conds = kobj_path(pvc, "status.conditions");
+    json_object *out = json_object_new_array();
+    for (size_t i = 0; i < kobj_len(conds); i++) {
+        json_object *c = kobj_at(conds, i);
+        if (!str_is(kobj_str(c, "type"), KSIM_COND_NODE_RESIZE_ERROR))
+            json_object_array_add(out, json_object_get(c));
+    }
+    json_object *c = json_object_new_object();
+    json_object_object_add(c, "type", jstr(KSIM_COND_NODE_RESIZE_ERROR));
+    json_object_object_add(c, "status", jstr("True"));
+    json_object_object_add(c, "lastTransitionTime", jstr(ts));
+    json_object_object_add(c, "message", jstr(msg));
+    json_object_array_add(out, c);
+    free(msg);
+    json_object_object_add(st, "conditions", out);
+    if (infeasible)
+        json_object_object_add(st, "allocatedResourceStatuses",
+                               storage_map(jstr(KSIM_STATUS_NODE_INFEASIBLE)));
+    return to_text(p);
+}
+
 char *ksim_pod_delete_options(const char *uid)
 {
     json_object *o = json_object_new_object();

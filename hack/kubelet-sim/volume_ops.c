@@ -1,7 +1,9 @@
 /*
  * One volume at a time, as the kubelet's operation executor: set up
- * (wait for the attachment, NodeStageVolume, NodePublishVolume) or torn
- * down (NodeUnpublishVolume, NodeUnstageVolume when the last pod on this
+ * (wait for the attachment, NodeStageVolume, NodePublishVolume), grown on
+ * the node once published (NodeExpandVolume when the claim waits for it,
+ * then the claim's resize finished, as the kubelet's node expander), or
+ * torn down (NodeUnpublishVolume, NodeUnstageVolume when the last pod on this
  * node let it go). Each pass reads the facts, asks ksim_next_step what to
  * do, does that one step and looks again, so a retry after any failure or
  * restart picks up where things are.
@@ -118,7 +120,7 @@ typedef struct driver_link {
     char *endpoint;
     struct ksim_conn *c;
     bool have_caps;
-    bool stage, snmw;
+    bool stage, snmw, expand;
 } driver_link;
 
 static bool link_registered(ksim_volumes *vm, driver_link *l)
@@ -228,6 +230,7 @@ static int link_caps(ksim_volumes *vm, driver_link *l)
         CSI_CAP(caps.node, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__STAGE_UNSTAGE_VOLUME);
     l->snmw =
         CSI_CAP(caps.node, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER);
+    l->expand = CSI_CAP(caps.node, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME);
     l->have_caps = true;
     return 0;
 }
@@ -239,10 +242,14 @@ static void link_close(ksim_volumes *vm, driver_link *l)
     memset(l, 0, sizeof(*l));
 }
 
-/* One Node RPC; -EREMOTEIO with the gRPC error as the kubelet prints it. */
-static int node_call(ksim_volumes *vm, driver_link *l, const char *rpc, const ProtobufCMessage *req,
-                     const ProtobufCMessageDescriptor *resp_desc)
+/* One Node RPC; -EREMOTEIO with the gRPC error as the kubelet prints it,
+ * its code in *code (may be NULL; CSI_OK when the driver did not answer). */
+static int node_call_code(ksim_volumes *vm, driver_link *l, const char *rpc,
+                          const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
+                          int *code)
 {
+    if (code)
+        *code = CSI_OK;
     csi_conn *conn = link_conn(vm, l);
     if (!conn)
         return -EIO;
@@ -251,11 +258,19 @@ static int node_call(ksim_volumes *vm, driver_link *l, const char *rpc, const Pr
     csi_status st;
     int r = csi_call(conn, method, req, resp_desc, CSI_TIMEOUT, &resp, &st);
     free(method);
+    if (r < 0 && code)
+        *code = st.code;
     if (r < 0)
         return util_err_set(-EREMOTEIO, "%s: rpc error: code = %s desc = %s", rpc,
                             csi_code_go_name(st.code), st.message);
     protobuf_c_message_free_unpacked(resp, NULL);
     return 0;
+}
+
+static int node_call(ksim_volumes *vm, driver_link *l, const char *rpc, const ProtobufCMessage *req,
+                     const ProtobufCMessageDescriptor *resp_desc)
+{
+    return node_call_code(vm, l, rpc, req, resp_desc, NULL);
 }
 
 static int read_secret(ksim_volumes *vm, const char *ns, const char *name, ksim_map *out)
@@ -437,6 +452,89 @@ static int publish(ksim_volumes *vm, const json_object *pod, const ksim_vol *v, 
     return 0;
 }
 
+/* ---- node expansion ----------------------------------------------------------------- */
+
+/* A merge patch of the claim's status (the patch text is taken). */
+static int patch_claim(ksim_volumes *vm, const json_object *pvc, char *patch, const char *what)
+{
+    char *path = kube_path(&KUBE_PVC, kobj_namespace(pvc), kobj_name(pvc), "status");
+    kube_resp r = {.skip_body = true};
+    int rc = kube_patch(vm->kube, path, KUBE_PATCH_MERGE, patch, &r);
+    if (rc < 0)
+        rc = util_err_set(rc, "claim %s/%s: %s: %d %s", kobj_namespace(pvc), kobj_name(pvc), what,
+                          r.code, r.message);
+    kube_resp_clear(&r);
+    free(path);
+    free(patch);
+    return rc;
+}
+
+/* NodeExpandVolume to rs->new_bytes; on a final failure of a claim with
+ * the recovery statuses, the NodeResizeError (and maybe infeasible)
+ * record on the claim. */
+static int node_expand(ksim_volumes *vm, const ksim_vol *v, driver_link *l, const char *staging,
+                       const char *target, const json_object *pvc, const ksim_resize *rs)
+{
+    ksim_map secrets = {0};
+    int r = read_secret(vm, v->expand_secret_ns, v->expand_secret_name, &secrets);
+    Csi__V1__NodeExpandVolumeRequest *req = NULL;
+    if (r == 0)
+        r = ksim_expand_request(v, target, staging, rs->new_bytes, &secrets, l->snmw, &req);
+    ksim_map_clear(&secrets);
+    int code = CSI_OK;
+    if (r == 0)
+        r = node_call_code(vm, l, "NodeExpandVolume", &req->base,
+                           &csi__v1__node_expand_volume_response__descriptor, &code);
+    ksim_request_free(req);
+    if (r == 0 || !rs->recover)
+        return r;
+    char *err = util_strdup(util_err_last());
+    char *patch = ksim_resize_failed_patch(pvc, code, err, time(NULL));
+    if (patch && patch_claim(vm, pvc, patch, "mark node expansion failed") < 0)
+        obs_warn("%s", util_err_last());
+    util_err_set(r, "%s", err);
+    free(err);
+    return r;
+}
+
+/* Grows a published volume on the node as its claim asks: marks the
+ * claim's node expansion in progress (recovery statuses), calls
+ * NodeExpandVolume, then finishes the claim's resize. Each step reads the
+ * claim and its PV afresh, so a retry resumes where the last one ended. */
+static int expand(ksim_volumes *vm, const json_object *pod, const ksim_vol *v, driver_link *l,
+                  const char *staging, const char *target)
+{
+    int r = 0;
+    bool done = false;
+    /* Mark, expand: a pass each; a third is a bug's guard, not a retry. */
+    for (int pass = 0; r == 0 && !done && pass < 3; pass++) {
+        json_object *pvc = ksim_vm_get_obj(vm, &KUBE_PVC, kobj_namespace(pod), v->claim, &r);
+        json_object *pv =
+            r == 0 && pvc ? ksim_vm_get_obj(vm, &KUBE_PV, NULL, v->spec_name, &r) : NULL;
+        ksim_resize rs = {.step = KSIM_RESIZE_NONE};
+        if (pvc && pv)
+            ksim_resize_plan(pvc, pv, v->readonly, &rs);
+        if (r < 0 || rs.step == KSIM_RESIZE_NONE) {
+            done = true; /* nothing (more) for this node to do, or a failed read */
+        } else if (rs.step == KSIM_RESIZE_MARK) {
+            r = patch_claim(vm, pvc, ksim_resize_in_progress_patch(pvc),
+                            "mark node expansion in progress");
+        } else {
+            r = node_expand(vm, v, l, staging, target, pvc, &rs);
+            if (r == 0)
+                r = patch_claim(vm, pvc, ksim_resize_finished_patch(pvc, rs.new_size),
+                                "mark file system resize finished");
+            if (r == 0)
+                obs_info("NodeExpandVolume: %s grown to %s at %s; claim %s/%s resized", v->unique,
+                         rs.new_size, target, kobj_namespace(pod), v->claim);
+            done = true;
+        }
+        json_object_put(pvc);
+        json_object_put(pv);
+    }
+    return r;
+}
+
 /* The record facts of a volume for `uid` (under vm->mu). */
 static void record_facts(ksim_volumes *vm, const char *uid, const char *vol_name,
                          const char *unique, const char *staging, ksim_facts *f)
@@ -464,19 +562,22 @@ int ksim_vm_setup_volume(ksim_volumes *vm, const json_object *pod, const ksim_vo
     ksim_facts f = {.attach_required = di->attach_required && v->kind == KSIM_VOL_PVC,
                     .in_use_reported = true}; /* the pod's sync reported it first */
     vol_lock(vm, v->unique);
-    /* One step per pass (report, stage, publish); more passes than steps
-     * is a bug's guard, not a retry. */
+    /* One step per pass (report, stage, publish, expand); more passes than
+     * steps is a bug's guard, not a retry. */
     bool finished = false;
+    f.resize = v->resize && v->kind == KSIM_VOL_PVC;
     for (int pass = 0; r == 0 && !finished && pass < 6; pass++) {
         pthread_mutex_lock(&vm->mu);
         record_facts(vm, uid, v->name, v->unique, staging, &f);
         pthread_mutex_unlock(&vm->mu);
-        f.driver_registered = f.published || link_registered(vm, &l);
+        f.driver_registered = (f.published && !f.resize) || link_registered(vm, &l);
         f.attached = f.attach_required && attached(vm, v->spec_name, &pub_ctx);
-        if (!f.published && f.driver_registered && (!f.attach_required || f.attached)) {
+        bool mountable = !f.published && (!f.attach_required || f.attached);
+        if (f.driver_registered && (mountable || (f.published && f.resize))) {
             r = link_caps(vm, &l);
             /* The kubelet stages only volumes of PVs; inline ones are published. */
             f.stage_cap = l.stage && v->kind == KSIM_VOL_PVC;
+            f.expand_cap = l.expand;
         }
         if (r < 0)
             break;
@@ -504,6 +605,12 @@ int ksim_vm_setup_volume(ksim_volumes *vm, const json_object *pod, const ksim_vo
         case KSIM_PUBLISH:
             r = publish(vm, pod, v, &l, f.stage_cap ? staging : NULL, target, &pub_ctx, di,
                         f.attach_required);
+            break;
+        case KSIM_EXPAND:
+            /* The kubelet hands a PV's volume its device (staging) path
+             * whether or not the driver stages. */
+            r = expand(vm, pod, v, &l, staging, target);
+            f.resize = r != 0;
             break;
         default: /* teardown steps: never asked of a set up */
             r = util_err_set(-EINVAL, "%s: unexpected step %s", v->unique, ksim_step_name(step));

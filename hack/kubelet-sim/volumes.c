@@ -16,7 +16,10 @@
  *   - otherwise its volumes are read (PVC, PV, CSIDriver), the attachable
  *     ones reported in volumesInUse first, each driven to published
  *     (volume_ops.c), and the pod made Running and Ready once all are.
- *     Pods without CSI volumes are Running at once.
+ *     Pods without CSI volumes are Running at once. A published claim
+ *     whose resize waits for the node gets NodeExpandVolume (volume_ops.c);
+ *     every pod is looked at again each --sync-frequency (the informer's
+ *     resync), as the kubelet re-reads a running pod's claims.
  *
  * Waiting (a claim not bound, a driver not registered, an attachment not
  * attached) comes back after a second; failures come back with
@@ -237,8 +240,8 @@ static bool all_published(ksim_volumes *vm, const json_object *pod, const ksim_p
     return all;
 }
 
-static json_object *get_obj(ksim_volumes *vm, const kube_resource *res, const char *ns,
-                            const char *name, int *rc)
+json_object *ksim_vm_get_obj(ksim_volumes *vm, const kube_resource *res, const char *ns,
+                             const char *name, int *rc)
 {
     char *path = kube_path(res, ns, name, NULL);
     kube_resp r = {0};
@@ -264,9 +267,9 @@ static int resolve(ksim_volumes *vm, const json_object *pod, const ksim_podvol *
     if (pv->kind == KSIM_VOL_INLINE) {
         r = ksim_vol_inline(pod, pv, v);
     } else {
-        json_object *pvc = get_obj(vm, &KUBE_PVC, kobj_namespace(pod), pv->claim, &r);
+        json_object *pvc = ksim_vm_get_obj(vm, &KUBE_PVC, kobj_namespace(pod), pv->claim, &r);
         const char *vn = kobj_path_str(pvc, "spec.volumeName");
-        json_object *pvo = r == 0 && vn && *vn ? get_obj(vm, &KUBE_PV, NULL, vn, &r) : NULL;
+        json_object *pvo = r == 0 && vn && *vn ? ksim_vm_get_obj(vm, &KUBE_PV, NULL, vn, &r) : NULL;
         if (r == 0)
             r = ksim_vol_from_claim(pv, pvc, pvo, v);
         json_object_put(pvc);
@@ -318,7 +321,12 @@ static int setup_pod(ksim_volumes *vm, const char *key, const json_object *pod)
         obs_error("pod %s: %s (will retry)", key, util_err_last());
         return rc;
     }
-    if (all_published(vm, pod, pv, n)) {
+    /* Nothing to read from the API for a pod whose volumes are all
+     * published, unless one is a claim: its resize is looked at. */
+    bool claims = false;
+    for (size_t i = 0; i < n; i++)
+        claims = claims || pv[i].kind == KSIM_VOL_PVC;
+    if (!claims && all_published(vm, pod, pv, n)) {
         ksim_podvols_free(pv, n);
         return make_running(vm, pod);
     }
@@ -466,6 +474,7 @@ int ksim_volumes_start(ksim_volumes *vm)
     char *sel = util_asprintf("spec.nodeName=%s", vm->o.node);
     kube_informer_opts po = {.res = &KUBE_POD,
                              .field_selector = sel,
+                             .resync = vm->o.sync_frequency,
                              .handlers = {.on_add = queue_obj,
                                           .on_update = pod_update,
                                           .on_delete = queue_obj,

@@ -62,6 +62,10 @@ int ksim_vm_setup_volume(ksim_volumes *vm, const json_object *pod, const ksim_vo
 /* Undoes the publication of volume `vol_name` for pod `uid` and, when no
  * other pod uses the volume, its staging; the records go last. */
 int ksim_vm_teardown_pub(ksim_volumes *vm, const char *uid, const char *vol_name);
+/* GET of one object: NULL with *rc 0 when it does not exist, NULL with
+ * *rc < 0 (message set) when the API failed. */
+json_object *ksim_vm_get_obj(ksim_volumes *vm, const kube_resource *res, const char *ns,
+                             const char *name, int *rc);
 /* Closes every shared connection (at shutdown, no worker left). */
 void ksim_vm_close_conns(ksim_volumes *vm);
 

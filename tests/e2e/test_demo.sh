@@ -74,6 +74,7 @@ assert_run() {
     "the registrar needs none (kubelet mode)"
     "✓ csi-provisioner is healthy"
     "✓ csi-attacher is healthy"
+    "✓ csi-resizer is healthy"
     "✓ registrar on node-1 is healthy"
     "✓ pvc/demo-claim got the default class example-hostpath"
     "✓ a VolumeAttachment for"
@@ -81,6 +82,12 @@ assert_run() {
     "✓ pod/demo-pod is Running (kubelet-sim on node-2)"
     "✓ node/node-2 lists the volume in status.volumesInUse"
     "✓ the driver on node-2 staged the volume and published it into the pod"
+    "✓ csi-resizer grew the volume in the driver to 2Gi"
+    "✓ kubelet-sim on node-2 grew it on the node: pvc/demo-claim has capacity 2Gi"
+    "✓ no resize condition left on the claim (FileSystemResizePending gone)"
+    "has capacity 2Gi"
+    "✓ the driver on node-2 sees the volume at 2Gi"
+    "✓ pod/demo-pod kept running"
     "✓ the driver on node-2 unpublished and unstaged the volume"
     "✓ pod/demo-pod is gone (kubelet-sim removed it)"
     "✓ node/node-2 no longer lists the volume in volumesInUse"
@@ -118,6 +125,11 @@ assert_run() {
   contains "$label: summary names DeleteVolume" "DeleteVolume 1" "$text"
   contains "$label: summary names NodeStageVolume" "NodeStageVolume 1" "$text"
   contains "$label: summary names NodeUnstageVolume" "NodeUnstageVolume 1" "$text"
+  # The online resize: its own row, with the controller's and the node's expansion.
+  local row
+  row=$(grep '^  resized online ' "$out")
+  contains "$label: summary row of the resize names ControllerExpandVolume" "ControllerExpandVolume 1" "$row"
+  contains "$label: summary row of the resize names NodeExpandVolume" "NodeExpandVolume 1" "$row"
   contains "$label: summary names DriverCreateBucket" "DriverCreateBucket 1" "$text"
   contains "$label: summary names DriverGrantBucketAccess" "DriverGrantBucketAccess 1" "$text"
   contains "$label: summary names DriverRevokeBucketAccess and DriverDeleteBucket" \
@@ -220,12 +232,22 @@ resources: [base]
 images:
   - {name: csi-sidecars/csi-provisioner, newName: registry.example.com/csi-provisioner, newTag: v9.9.9}
   - {name: csi-sidecars/csi-attacher, newName: registry.example.com/csi-attacher, newTag: v9.9.9}
+  - {name: csi-sidecars/csi-resizer, newName: registry.example.com/csi-resizer, newTag: v9.9.9}
   - {name: csi-sidecars/csi-node-driver-registrar, newName: registry.example.com/csi-node-driver-registrar, newTag: v9.9.9}
   - {name: csi-sidecars/example-csi-driver, newName: registry.example.com/example-csi-driver, newTag: v9.9.9}
 EOF
 check "an overlay's images: sets every image of manifests/" \
-  "registry.example.com/csi-attacher:v9.9.9 registry.example.com/csi-node-driver-registrar:v9.9.9 registry.example.com/csi-provisioner:v9.9.9 registry.example.com/example-csi-driver:v9.9.9" \
+  "registry.example.com/csi-attacher:v9.9.9 registry.example.com/csi-node-driver-registrar:v9.9.9 registry.example.com/csi-provisioner:v9.9.9 registry.example.com/csi-resizer:v9.9.9 registry.example.com/example-csi-driver:v9.9.9" \
   "$(K kustomize "$WORK/overlay" 2>&1 | sed -n 's/^ *image: //p' | sort -u | tr '\n' ' ' | sed 's/ $//')"
+# The controller pod's account gets the resizer's roles (manifests/resizer/rbac.yaml) beside the
+# other sidecars': the top-level rendering binds it to them.
+K kustomize "$ROOT/manifests" >"$WORK/top.yaml" 2>&1 && K apply -f "$WORK/top.yaml" >/dev/null 2>&1
+check "manifests/: the controller pod's account is bound to external-resizer-runner and -cfg" \
+  "ClusterRole/external-resizer-runner csi-hostpath-controller Role/external-resizer-cfg csi-hostpath-controller" \
+  "$(K get clusterrolebinding csi-hostpath-controller-resizer -o jsonpath='{.roleRef.kind}/{.roleRef.name} {.subjects[0].name}' 2>&1) $(K get rolebinding csi-hostpath-controller-resizer-cfg -n default -o jsonpath='{.roleRef.kind}/{.roleRef.name} {.subjects[0].name}' 2>&1)"
+check "manifests/: the controller Deployment carries csi-resizer with its liveness probe" \
+  "csi-resizer /healthz/leader-election" \
+  "$(K get deployment csi-hostpath-controller -n default -o jsonpath='{range .spec.template.spec.containers[?(@.name=="csi-resizer")]}{.name} {.livenessProbe.httpGet.path}{end}' 2>&1)"
 if ! on_real; then
   stop kube-lite
   check "kube-lite exits 0" 0 "${RC[kube-lite]}"

@@ -4,8 +4,10 @@
 # attach-detach controller), two example CSI drivers (one attaching and
 # staging, one that needs neither: its CSIDriver says attachRequired
 # false), a csi-provisioner per driver, csi-attacher, a registrar per
-# driver and kubelet-sim. Checks read the API with curl and jq and the
-# drivers' status.json.
+# driver and kubelet-sim; csi-resizer for the online expansion of a mounted
+# claim (ControllerExpandVolume, then NodeExpandVolume by kubelet-sim and
+# the claim's resize finished). Checks read the API with curl and jq and
+# the drivers' status.json.
 #
 #   tests/e2e/test_kubelet_sim.sh <build-dir>    (WORLD=kubernetes: on the real control plane)
 #
@@ -25,6 +27,7 @@ PROV="$B/bin/csi-provisioner"
 ATT="$B/bin/csi-attacher"
 REG="$B/bin/csi-node-driver-registrar"
 SIM="$B/bin/kubelet-sim"
+RSZ="$B/bin/csi-resizer"
 WORK=$(mktemp -d)
 NODE=node-1
 NS=default
@@ -41,7 +44,7 @@ trap cleanup EXIT
 for tool in kubectl jq curl python3 sha256sum; do
   command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; finish; }
 done
-for b in "$KL" "$DRV" "$PROV" "$ATT" "$REG" "$SIM"; do
+for b in "$KL" "$DRV" "$PROV" "$ATT" "$REG" "$SIM" "$RSZ"; do
   [ -x "$b" ] || { bad "$b is built (make)"; finish; }
 done
 
@@ -131,6 +134,7 @@ kind: StorageClass
 metadata:
   name: sc-a
 provisioner: $DA
+allowVolumeExpansion: true
 parameters:
   csi.storage.k8s.io/fstype: ext4
 ---
@@ -177,14 +181,15 @@ driver() { # driver NAME DRIVERNAME ARGS...
   start "reg-$name" "$REG" --csi-address "$WORK/$name/csi.sock" \
     --kubelet-registration-path "$WORK/$name/csi.sock" --plugin-registration-path "$REGDIR"
 }
-driver a "$DA" --known-nodes node-2
+# driver a logs every request (-v=5): the NodeExpandVolume request is checked
+driver a "$DA" --known-nodes node-2 -v=5
 driver b "$DB" --controller-caps CREATE_DELETE_VOLUME --node-caps GET_VOLUME_STATS
 start att-a "$ATT" --csi-address "$WORK/a/csi.sock" --kubeconfig "$WORK/admin.kubeconfig" \
   --retry-interval-start=100ms --retry-interval-max=1s
 start_sim() {
   start sim "$SIM" --kubeconfig "$WORK/admin.kubeconfig" --node-name "$NODE" \
     --plugins-registry-dir "$REGDIR" --root-dir "$KROOT" --node-lease-duration-seconds 4 \
-    --node-status-report-frequency 2s -v=2
+    --node-status-report-frequency 2s --sync-frequency 1s -v=2
 }
 start_sim
 registered() {
@@ -352,6 +357,54 @@ check "... the volume stays staged and in use for p5b" "staged [\"$(unique "$DA"
 delpod p5b
 expect "p5b deleted: unstaged after the last pod" 20 val_is "" staged_at "$WORK/a" "$H5"
 expect "... and no longer in use" 20 val_is "[]" in_use
+
+# ---- online expansion: csi-resizer grows a mounted claim, kubelet-sim the file system ---------------
+
+# claim_j NAME FILTER: jq over the claim
+claim_j() { api "/api/v1/namespaces/$NS/persistentvolumeclaims/$1" | jq -c "$2" | tee "$EXPECT_LAST"; }
+drv_cap() { drv "$WORK/a" "byid.get('$1', {}).get('capacity_bytes', 0)"; }
+# resized NAME SIZE: status.capacity is SIZE and no resize condition or storage status is left
+resized() {
+  [ "$(claim_j "$1" '[.status.capacity.storage, [.status.conditions[]?.type], (.status.allocatedResourceStatuses // {} | .storage)]')" = "[\"$2\",[],null]" ]
+}
+pvc c6 sc-a
+expect "claim c6 is Bound" 30 bound c6
+H6=$(handle_of c6)
+PV6=$(pv_of c6)
+pod p6 "$NODE" c6
+expect "p6 is Running" 30 running p6
+P6=$(uid_of p6)
+start rsz "$RSZ" --csi-address "$WORK/a/csi.sock" --kubeconfig "$WORK/admin.kubeconfig" \
+  --retry-interval-start=200ms --retry-interval-max=2s -v=2
+# The first NodeExpandVolume fails: kubelet-sim retries it with backoff.
+faults "$WORK/a" '{"NodeExpandVolume": {"fail": {"count": 1, "code": "INTERNAL", "message": "resize2fs busy"}}}'
+NE0=$(drv_calls "$WORK/a" NodeExpandVolume)
+merge "/api/v1/namespaces/$NS/persistentvolumeclaims/c6" '{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}'
+expect "csi-resizer: ControllerExpandVolume grows c6's volume to 2Gi" 30 val_is 2147483648 drv_cap "$H6"
+expect "kubelet-sim: NodeExpandVolume on the mounted volume, the claim's capacity 2Gi, no resize condition or status left" 30 resized c6 2Gi
+contains "the first NodeExpandVolume failed and was retried" \
+  "NodeExpandVolume: rpc error: code = Internal desc = resize2fs busy" "$(cat "$WORK/sim.log")"
+check "NodeExpandVolume was called twice (one failure, one success)" 2 "$(($(drv_calls "$WORK/a" NodeExpandVolume) - NE0))"
+faults "$WORK/a" ""
+STAGE6="$KROOT/plugins/kubernetes.io/csi/$DA/$(sha "$H6")/globalmount"
+TARGET6="$KROOT/pods/$P6/volumes/kubernetes.io~csi/$PV6/mount"
+# The driver logs each request as JSON at -v=5: the last NodeExpandVolume.
+req=$(grep "NodeExpandVolume {" "$WORK/drv-a.log" | tail -n 1 | sed 's/^.*NodeExpandVolume //')
+check "the request: volume_id, volume_path the pod's target, staging_target_path, required_bytes the PV's new capacity, the PV's capability as the kubelet maps it" \
+  "[\"$H6\",\"$TARGET6\",\"$STAGE6\",2147483648,null,\"ext4\",\"SINGLE_NODE_MULTI_WRITER\"]" \
+  "$(jq -c '[.volume_id, .volume_path, .staging_target_path, .capacity_range.required_bytes, .capacity_range.limit_bytes, .volume_capability.mount.fs_type, .volume_capability.access_mode.mode]' <<<"$req" 2>&1)"
+pv6_is() { [ "$(api "/api/v1/persistentvolumes/$PV6" | jq -c '[.spec.capacity.storage, .metadata.annotations["volume.alpha.kubernetes.io/pre-resize-capacity"]]' | tee "$EXPECT_LAST")" = "$1" ]; }
+expect "the PV's capacity is 2Gi, its pre-resize annotation dropped by the resizer" 10 pv6_is '["2Gi",null]'
+check "the driver's volume is 2Gi" 2147483648 "$(drv_cap "$H6")"
+contains "kubelet-sim logs the expansion" "NodeExpandVolume: $(unique "$DA" "$H6") grown to 2Gi" "$(cat "$WORK/sim.log")"
+check "pod p6 stays Running" "Running True" "$(pod_json p6 | jq -r '[.status.phase, (.status.conditions // [] | map(select(.type == "Ready")) | .[0].status)] | join(" ")')"
+sleep 2
+check "nothing more: one ControllerExpandVolume, no NodeExpandVolume after the resize" "1 2" \
+  "$(drv_calls "$WORK/a" ControllerExpandVolume) $(($(drv_calls "$WORK/a" NodeExpandVolume) - NE0))"
+stop rsz
+check "csi-resizer exits 0 on SIGTERM" 0 "${RC[rsz]}"
+delpod p6
+expect "p6 deleted: unpublished and unstaged" 20 val_is "" staged_at "$WORK/a" "$H6"
 
 # ---- a pod that vanished while kubelet-sim was away ---------------------------------------------------
 

@@ -591,6 +591,15 @@ static const struct step_row step_rows[] = {
     {"teardown: a staging left for nobody but no driver: wait",
      {.teardown = true, .has_stage_record = true},
      KSIM_WAIT_DRIVER},
+    {"published, the claim waits for the node, the driver expands: expand",
+     SETUP(.published = true, .resize = true, .expand_cap = true), KSIM_EXPAND},
+    {"published, the claim waits for the node, no EXPAND_VOLUME: ready (nothing to call)",
+     SETUP(.published = true, .resize = true), KSIM_READY},
+    {"published, the claim waits for the node, driver away: wait for it",
+     {.published = true, .resize = true, .expand_cap = true},
+     KSIM_WAIT_DRIVER},
+    {"not published yet: a resize waits until the volume is mounted",
+     SETUP(.resize = true, .expand_cap = true), KSIM_PUBLISH},
 };
 
 static void test_next_step_follows_the_kubelets_order(void **state)
@@ -603,6 +612,197 @@ static void test_next_step_follows_the_kubelets_order(void **state)
                      ksim_step_name(step_rows[i].want));
     }
     expect_str("step names", ksim_step_name(KSIM_REPORT_IN_USE), "report-in-use");
+}
+
+/* ---- node expansion ------------------------------------------------------------------ */
+
+#define RPV(cap) "{`spec`:{`capacity`:{`storage`:`" cap "`}}}"
+#define RPVC(status)                                                                               \
+    "{`metadata`:{`name`:`c1`,`namespace`:`ns`,`resourceVersion`:`7`},`status`:{`capacity`:{`"     \
+    "storage`:`1Gi`}" status "}}"
+#define FS_PENDING "{`type`:`FileSystemResizePending`,`status`:`True`}"
+
+struct resize_row {
+    const char *name, *pvc, *pv;
+    bool readonly;
+    ksim_resize_step want;
+    bool recover;
+};
+
+static const struct resize_row resize_rows[] = {
+    {"NodeResizePending and a bigger PV: mark in progress, then expand",
+     RPVC(",`allocatedResources`:{`storage`:`2Gi`},`allocatedResourceStatuses`:{`storage`:`"
+          "NodeResizePending`}"),
+     RPV("2Gi"), false, KSIM_RESIZE_MARK, true},
+    {"NodeResizeInProgress (a restart in between): expand",
+     RPVC(",`allocatedResourceStatuses`:{`storage`:`NodeResizeInProgress`}"), RPV("2Gi"), false,
+     KSIM_RESIZE_EXPAND, true},
+    {"the controller is still at it: nothing",
+     RPVC(",`allocatedResourceStatuses`:{`storage`:`ControllerResizeInProgress`}"), RPV("2Gi"),
+     false, KSIM_RESIZE_NONE, true},
+    {"node expansion infeasible: never again at this size",
+     RPVC(",`allocatedResourceStatuses`:{`storage`:`NodeResizeInfeasible`}"), RPV("2Gi"), false,
+     KSIM_RESIZE_NONE, true},
+    {"allocatedResources without a status: the statuses rule, and none is pending",
+     RPVC(",`allocatedResources`:{`storage`:`2Gi`}"), RPV("2Gi"), false, KSIM_RESIZE_NONE, true},
+    {"NodeResizePending and the FileSystemResizePending condition: the status rules",
+     RPVC(",`conditions`:[" FS_PENDING "],`allocatedResourceStatuses`:{`storage`:`"
+          "NodeResizePending`}"),
+     RPV("2Gi"), false, KSIM_RESIZE_MARK, true},
+    {"no statuses (a 1.20 API server): FileSystemResizePending asks for it",
+     RPVC(",`conditions`:[" FS_PENDING "]"), RPV("2Gi"), false, KSIM_RESIZE_EXPAND, false},
+    {"no statuses and no condition yet: the resizer is not done, wait", RPVC(""), RPV("2Gi"), false,
+     KSIM_RESIZE_NONE, false},
+    {"FileSystemResizePending False: nothing",
+     RPVC(",`conditions`:[{`type`:`FileSystemResizePending`,`status`:`False`}]"), RPV("2Gi"), false,
+     KSIM_RESIZE_NONE, false},
+    {"the PV is not bigger than the claim's capacity: nothing",
+     RPVC(",`conditions`:[" FS_PENDING "],`allocatedResourceStatuses`:{`storage`:`"
+          "NodeResizePending`}"),
+     RPV("1024Mi"), false, KSIM_RESIZE_NONE, true},
+    {"a read-only volume is never grown",
+     RPVC(",`allocatedResourceStatuses`:{`storage`:`NodeResizePending`}"), RPV("2Gi"), true,
+     KSIM_RESIZE_NONE, true},
+    {"a PV capacity that does not parse counts as zero",
+     RPVC(",`allocatedResourceStatuses`:{`storage`:`NodeResizePending`}"), RPV("lots"), false,
+     KSIM_RESIZE_NONE, true},
+    {"a claim without a capacity yet: any PV size is bigger",
+     "{`status`:{`conditions`:[" FS_PENDING "]}}", RPV("1Gi"), false, KSIM_RESIZE_EXPAND, false},
+};
+
+static void test_node_expansion_follows_the_kubelets_node_expander(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_ROWS(resize_rows); i++) {
+        const struct resize_row *r = &resize_rows[i];
+        json_object *pvc = J(r->pvc), *pv = J(r->pv);
+        ksim_resize got;
+        ksim_resize_plan(pvc, pv, r->readonly, &got);
+        if (got.step != r->want || got.recover != r->recover)
+            fail_msg("[%s] step %d recover %d, want %d %d", r->name, got.step, got.recover, r->want,
+                     r->recover);
+        if (got.step != KSIM_RESIZE_NONE &&
+            (!got.new_size ||
+             got.new_bytes != (strcmp(got.new_size, "2Gi") == 0 ? 2147483648LL : 1073741824LL)))
+            fail_msg("[%s] new size %s / %lld", r->name, got.new_size ? got.new_size : "(none)",
+                     (long long)got.new_bytes);
+        json_object_put(pvc);
+        json_object_put(pv);
+    }
+}
+
+struct rpatch_row {
+    const char *name, *pvc;
+    int kind; /* 0 in progress, 1 finished at 2Gi, 2 failed */
+    int code;
+    const char *want; /* NULL: no patch */
+};
+
+#define RV7    "`metadata`:{`resourceVersion`:`7`},"
+#define ERR_AT "`lastTransitionTime`:`2024-01-01T00:00:00Z`"
+
+static const struct rpatch_row rpatch_rows[] = {
+    {"in progress: NodeResizeInProgress, guarded by the resourceVersion",
+     RPVC(",`allocatedResourceStatuses`:{`storage`:`NodeResizePending`}"), 0, 0,
+     "{" RV7 "`status`:{`allocatedResourceStatuses`:{`storage`:`NodeResizeInProgress`}}}"},
+    {"finished: the new capacity, resize conditions gone, the status map gone with its only "
+     "entry",
+     RPVC(",`conditions`:[{`type`:`Resizing`,`status`:`True`}," FS_PENDING
+          ",{`type`:`Other`,`status`:`True`}],`allocatedResourceStatuses`:{`storage`:`"
+          "NodeResizeInProgress`}"),
+     1, 0,
+     "{" RV7 "`status`:{`capacity`:{`storage`:`2Gi`},`conditions`:[{`type`:`Other`,`status`:`"
+     "True`}],`allocatedResourceStatuses`:null}}"},
+    {"finished: only the storage entry goes when the map holds others",
+     RPVC(",`conditions`:[" FS_PENDING "],`allocatedResourceStatuses`:{`storage`:`"
+          "NodeResizeInProgress`,`example.com/iops`:`x`}"),
+     1, 0,
+     "{" RV7 "`status`:{`capacity`:{`storage`:`2Gi`},`conditions`:null,"
+     "`allocatedResourceStatuses`:{`storage`:null}}}"},
+    {"finished without statuses or resize conditions (1.20): the capacity alone", RPVC(""), 1, 0,
+     "{" RV7 "`status`:{`capacity`:{`storage`:`2Gi`}}}"},
+    {"failed finally: NodeResizeError kept beside the others, not guarded",
+     RPVC(",`conditions`:[" FS_PENDING ",{`type`:`NodeResizeError`,`status`:`True`}]"), 2,
+     CSI_INTERNAL,
+     "{`status`:{`conditions`:[" FS_PENDING ",{`type`:`NodeResizeError`,`status`:`True`," ERR_AT
+     ",`message`:`failed to expand pvc with boom`}]}}"},
+    {"failed infeasibly (OUT_OF_RANGE): NodeResizeInfeasible too", RPVC(""), 2, CSI_OUT_OF_RANGE,
+     "{`status`:{`conditions`:[{`type`:`NodeResizeError`,`status`:`True`," ERR_AT
+     ",`message`:`failed to expand pvc with boom`}],`allocatedResourceStatuses`:{`storage`:`"
+     "NodeResizeInfeasible`}}}"},
+    {"failed but maybe still going on (UNAVAILABLE): nothing written", RPVC(""), 2, CSI_UNAVAILABLE,
+     NULL},
+    {"no answer from the driver: nothing written", RPVC(""), 2, CSI_OK, NULL},
+};
+
+static void test_claim_patches_mark_progress_finish_and_failure_as_the_kubelet(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_ROWS(rpatch_rows); i++) {
+        const struct rpatch_row *r = &rpatch_rows[i];
+        json_object *pvc = J(r->pvc);
+        char *got = NULL;
+        if (r->kind == 0)
+            got = ksim_resize_in_progress_patch(pvc);
+        else if (r->kind == 1)
+            got = ksim_resize_finished_patch(pvc, "2Gi");
+        else
+            got = ksim_resize_failed_patch(pvc, r->code, "boom", 1704067200);
+        expect_json(r->name, got, r->want);
+        free(got);
+        json_object_put(pvc);
+    }
+}
+
+static void test_expand_request_carries_what_the_kubelet_sends(void **state)
+{
+    (void)state;
+    json_object *pvc = J("{`metadata`:{`name`:`c1`,`uid`:`pvc-uid`},`spec`:{`volumeName`:`pv-1`},"
+                         "`status`:{`phase`:`Bound`,`capacity`:{`storage`:`1Gi`},"
+                         "`allocatedResourceStatuses`:{`storage`:`NodeResizePending`}}}");
+    json_object *pv =
+        J("{`metadata`:{`name`:`pv-1`},`spec`:{`capacity`:{`storage`:`2Gi`},`accessModes`:[`"
+          "ReadWriteOnce`],`mountOptions`:[`noatime`],`csi`:{`driver`:`" DA
+          "`,`volumeHandle`:`vol-1`,`fsType`:`ext4`,"
+          "`nodeExpandSecretRef`:{`name`:`s3`,`namespace`:`ns3`}}}}");
+    ksim_podvol pvol = {.name = "data", .kind = KSIM_VOL_PVC, .claim = "c1"};
+    ksim_vol v;
+    assert_int_equal(ksim_vol_from_claim(&pvol, pvc, pv, &v), 0);
+    assert_true(v.resize);
+    expect_str("the claim is remembered", v.claim, "c1");
+    expect_str("nodeExpandSecretRef", v.expand_secret_name, "s3");
+    expect_str("nodeExpandSecretRef namespace", v.expand_secret_ns, "ns3");
+    ksim_map sec = {0};
+    ksim_map_set(&sec, "key", "v");
+    Csi__V1__NodeExpandVolumeRequest *req = NULL;
+    assert_int_equal(ksim_expand_request(&v, "/t", "/s", 2147483648LL, &sec, true, &req), 0);
+    expect_str("expand: volume_id is the handle", req->volume_id, "vol-1");
+    expect_str("expand: volume_path is the target path", req->volume_path, "/t");
+    expect_str("expand: staging_target_path", req->staging_target_path, "/s");
+    assert_int_equal(req->capacity_range->required_bytes, 2147483648LL);
+    assert_int_equal(req->capacity_range->limit_bytes, 0);
+    assert_int_equal(req->volume_capability->access_type_case,
+                     CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT);
+    expect_str("expand: fsType", req->volume_capability->mount->fs_type, "ext4");
+    expect_str("expand: mount flags", req->volume_capability->mount->mount_flags[0], "noatime");
+    assert_int_equal(req->volume_capability->access_mode->mode,
+                     CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER);
+    expect_str("expand: secrets", entry((ProtobufCMessage **)req->secrets, req->n_secrets, "key"),
+               "v");
+    assert_true(protobuf_c_message_get_packed_size(&req->base) > 0);
+    ksim_request_free(req);
+    assert_int_equal(ksim_expand_request(&v, "/t", NULL, 1, NULL, false, &req), 0);
+    expect_str("expand without staging: none sent", req->staging_target_path, "");
+    ksim_request_free(req);
+    ksim_map_clear(&sec);
+    ksim_vol_clear(&v);
+    /* A read-only pod volume is never grown. */
+    pvol.readonly = true;
+    assert_int_equal(ksim_vol_from_claim(&pvol, pvc, pv, &v), 0);
+    assert_false(v.resize);
+    ksim_vol_clear(&v);
+    json_object_put(pvc);
+    json_object_put(pv);
 }
 
 /* ---- pods ---------------------------------------------------------------------------- */
@@ -984,6 +1184,9 @@ int main(void)
         cmocka_unit_test(test_stage_and_publish_requests_carry_what_the_kubelet_sends),
         cmocka_unit_test(test_publish_context_adds_the_pod_only_with_pod_info_on_mount),
         cmocka_unit_test(test_next_step_follows_the_kubelets_order),
+        cmocka_unit_test(test_node_expansion_follows_the_kubelets_node_expander),
+        cmocka_unit_test(test_claim_patches_mark_progress_finish_and_failure_as_the_kubelet),
+        cmocka_unit_test(test_expand_request_carries_what_the_kubelet_sends),
         cmocka_unit_test(test_pod_state_decides_setup_teardown_or_finish),
         cmocka_unit_test(test_running_patch_makes_a_pod_running_and_ready_once),
         cmocka_unit_test(test_node_is_registered_with_the_attach_detach_annotation),
