@@ -121,11 +121,26 @@ const char *kobj_str_at(const json_object *a, size_t i)
 
 /* ---- field types ----------------------------------------------------------- */
 
+/* No API server stores a name longer than a DNS subdomain (253 bytes) or a
+ * namespace longer than a DNS label (63): a longer one is a corrupted or
+ * hostile answer. Refused here, at the one place names are read, it is
+ * skipped like a missing name instead of becoming a cache key, a URL
+ * segment of every retried write and an Event name. */
+#define KOBJ_NAME_MAX 253
+#define KOBJ_NS_MAX   63
+
 static bool of_type(const json_object *v, char t)
 {
     switch (t) {
     case 's':
         return kobj_typed(v, json_type_string) != NULL;
+    case 'n': {
+        /* A name or UID: no API server stores one over 253 bytes. */
+        const char *s = json_object_is_type(v, json_type_string)
+                            ? json_object_get_string((json_object *)v)
+                            : NULL;
+        return s && strnlen(s, KOBJ_NAME_MAX + 1) <= KOBJ_NAME_MAX;
+    }
     case 'b':
         return kobj_typed(v, json_type_boolean) != NULL;
     case 'o':
@@ -262,14 +277,6 @@ const char *kobj_meta_str(const json_object *o, const char *key)
 {
     return kobj_str(kobj_meta(o), key);
 }
-
-/* No API server stores a name longer than a DNS subdomain (253 bytes) or a
- * namespace longer than a DNS label (63): a longer one is a corrupted or
- * hostile answer. Refused here, at the one place names are read, it is
- * skipped like a missing name instead of becoming a cache key, a URL
- * segment of every retried write and an Event name. */
-#define KOBJ_NAME_MAX 253
-#define KOBJ_NS_MAX   63
 
 static const char *bounded(const char *s, size_t max)
 {

@@ -370,28 +370,10 @@ static void count_malformed(const kube_informer *inf)
     obs_counter_add(inf->m_malformed, v, 1);
 }
 
-/* Metadata every object carries, whatever its kind. */
-static const char *const META_FIELDS[] = {"o metadata",
-                                          "s metadata.namespace",
-                                          "s metadata.uid",
-                                          "s metadata.resourceVersion",
-                                          "m metadata.labels",
-                                          "m metadata.annotations",
-                                          "l metadata.finalizers",
-                                          "s metadata.deletionTimestamp",
-                                          NULL};
-
 static bool usable(const kube_informer *inf, const char *from, json_object *obj)
 {
-    if (!kobj_name(obj)) {
-        obs_v(2, "%s %s: skipping an item that is not an object with a metadata.name",
-              inf->o.res->resource, from);
-        count_malformed(inf);
-        return false;
-    }
-    if (kobj_check(obj, META_FIELDS) < 0 || kobj_check(obj, inf->o.res->fields) < 0) {
-        obs_v(2, "%s %s %s: skipping an object whose %s", inf->o.res->resource, from,
-              kobj_name(obj), util_err_last());
+    if (kube_object_check(inf->o.res, obj, NULL) < 0) {
+        obs_v(2, "%s: skipping it: %s", from, util_err_last());
         count_malformed(inf);
         return false;
     }

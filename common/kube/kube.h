@@ -59,6 +59,15 @@ extern const kube_resource KUBE_PVC, KUBE_PV, KUBE_STORAGECLASS, KUBE_NODE, KUBE
  */
 char *kube_path(const kube_resource *r, const char *ns, const char *name, const char *sub);
 
+/*
+ * 0 when `obj` is an object of `r` that can be trusted as an answer: a
+ * metadata.name (equal to `name` unless NULL), metadata fields of their
+ * types and `r`'s field rules kept. Else -EBADMSG with a message: such an
+ * answer is retried, never read as "absent" or "not ours", as Go's typed
+ * decoder would fail on it.
+ */
+int kube_object_check(const kube_resource *r, const json_object *obj, const char *name);
+
 /* ---- config ------------------------------------------------------------------ */
 
 typedef struct kube_config kube_config;

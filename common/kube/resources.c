@@ -3,10 +3,12 @@
  * with its names escaped. No I/O, no state. (kube_key lives with the
  * informer, its main user.)
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kobj/kobj.h"
 #include "kube/kube.h"
 
 #define CORE(res, kind, ns, fields)                                                                \
@@ -90,12 +92,12 @@ static const char *const VA_FIELDS[] = {"o spec",
         "objectstorage.k8s.io", "v1alpha1", res, kind, ns, fields                                  \
     }
 static const char *const BUCKET_FIELDS[] = {"o spec",
-                                            "s spec.driverName",
-                                            "s spec.bucketClassName",
+                                            "n spec.driverName",
+                                            "n spec.bucketClassName",
                                             "o spec.bucketClaim",
-                                            "s spec.bucketClaim.name",
-                                            "s spec.bucketClaim.namespace",
-                                            "s spec.bucketClaim.uid",
+                                            "n spec.bucketClaim.name",
+                                            "n spec.bucketClaim.namespace",
+                                            "n spec.bucketClaim.uid",
                                             "l spec.protocols",
                                             "m spec.parameters",
                                             "s spec.deletionPolicy",
@@ -105,18 +107,18 @@ static const char *const BUCKET_FIELDS[] = {"o spec",
                                             "s status.bucketID",
                                             NULL};
 static const char *const BUCKETCLAIM_FIELDS[] = {
-    "o spec",   "s spec.bucketClassName", "l spec.protocols",    "s spec.existingBucketName",
-    "o status", "b status.bucketReady",   "s status.bucketName", NULL};
-static const char *const BUCKETCLASS_FIELDS[] = {"s driverName", "s deletionPolicy", "m parameters",
+    "o spec",   "n spec.bucketClassName", "l spec.protocols",    "n spec.existingBucketName",
+    "o status", "b status.bucketReady",   "n status.bucketName", NULL};
+static const char *const BUCKETCLASS_FIELDS[] = {"n driverName", "s deletionPolicy", "m parameters",
                                                  NULL};
-static const char *const BUCKETACCESSCLASS_FIELDS[] = {"s driverName", "s authenticationType",
+static const char *const BUCKETACCESSCLASS_FIELDS[] = {"n driverName", "s authenticationType",
                                                        "m parameters", NULL};
 static const char *const BUCKETACCESS_FIELDS[] = {"o spec",
-                                                  "s spec.bucketClaimName",
+                                                  "n spec.bucketClaimName",
                                                   "s spec.protocol",
-                                                  "s spec.bucketAccessClassName",
-                                                  "s spec.credentialsSecretName",
-                                                  "s spec.serviceAccountName",
+                                                  "n spec.bucketAccessClassName",
+                                                  "n spec.credentialsSecretName",
+                                                  "n spec.serviceAccountName",
                                                   "o status",
                                                   "s status.accountID",
                                                   "b status.accessGranted",
@@ -216,4 +218,27 @@ char *kube_path(const kube_resource *r, const char *ns, const char *name, const 
     /* put_text left the terminator; a segment may end the path instead. */
     *p = '\0';
     return buf;
+}
+
+/* Metadata every object carries, whatever its kind. */
+static const char *const META_FIELDS[] = {"o metadata",
+                                          "n metadata.namespace",
+                                          "n metadata.uid",
+                                          "s metadata.resourceVersion",
+                                          "m metadata.labels",
+                                          "m metadata.annotations",
+                                          "l metadata.finalizers",
+                                          "s metadata.deletionTimestamp",
+                                          NULL};
+
+int kube_object_check(const kube_resource *r, const json_object *obj, const char *name)
+{
+    const char *got = kobj_name(obj);
+    if (!got)
+        return util_err_set(-EBADMSG, "%s: not an object with a metadata.name", r->resource);
+    if (name && strcmp(got, name) != 0)
+        return util_err_set(-EBADMSG, "%s %s: the answer names another object", r->resource, name);
+    if (kobj_check(obj, META_FIELDS) < 0 || kobj_check(obj, r->fields) < 0)
+        return util_err_set(-EBADMSG, "%s %s: %s", r->resource, got, util_err_last());
+    return 0;
 }

@@ -34,8 +34,10 @@
 /* Steps one sync may run: finalizer, Bucket (+ a GET), status, and slack. */
 #define MAX_STEPS       8
 #define OVERLAY_MAX_AGE (5 * UTIL_MINUTE)
-#define OVERLAY_SWEEP   256
-#define SYNC_TIMEOUT    (5 * UTIL_MINUTE)
+/* A copy of ours the cache has no object for: see fresh(). */
+#define OVERLAY_ALONE_MAX_AGE (10 * UTIL_SECOND)
+#define OVERLAY_SWEEP         256
+#define SYNC_TIMEOUT          (5 * UTIL_MINUTE)
 
 /* What we last wrote (or read with a GET) of an object. */
 struct written {
@@ -88,6 +90,11 @@ static void sweep(cctl_ctrl *c, util_duration now)
 
 static void overlay_put(cctl_ctrl *c, char kind, const json_object *obj)
 {
+    /* An answer the informer would refuse is not trusted over its copy. */
+    if (kube_object_check(kind == 'b' ? &KUBE_BUCKET : &KUBE_BUCKETCLAIM, obj, NULL) < 0) {
+        obs_v(2, "not keeping a malformed answer: %s", util_err_last());
+        return;
+    }
     char *key = kube_key(obj);
     const char *rv = kobj_rv(obj);
     if (!key || !rv) {
@@ -152,11 +159,19 @@ static json_object *fresh(cctl_ctrl *c, char kind, const char *key, json_object 
         bool expired = now - w->at >= OVERLAY_MAX_AGE, use = false;
         const char *uid = kobj_uid(cached);
         if (!cached) {
+            /* The informer shows our write within moments; a copy it never
+             * showed may be of an object gone meanwhile (its deletion came
+             * before we cached it): trusted briefly only, then a GET decides
+             * (the claims' resync comes back to it). */
+            expired = now - w->at >= OVERLAY_ALONE_MAX_AGE;
             use = !expired;
         } else if (uid && strcmp(uid, w->uid) == 0) {
-            /* Versions that do not compare are trusted for a while only. */
+            /* At the same version ours is the later answer (a GET that
+             * confirmed a decision): it wins until the informer shows that
+             * version again. Versions that do not compare are trusted for
+             * a while only. */
             int cmp = kobj_rv_cmp(w->rv, kobj_rv(cached));
-            use = cmp > 0 || (cmp == -2 && !expired);
+            use = cmp >= 0 || (cmp == -2 && !expired);
         }
         if (use)
             text = util_strdup(w->json);
@@ -210,8 +225,10 @@ static enum outcome api_write(cctl_ctrl *c, char kind, const char *method, const
     else
         rc = kube_request(c->o.kube, method, path, "application/json", text, r);
     if (rc == 0) {
-        /* A DELETE that removed the object at once answers with a Status. */
-        if (r->body && kobj_rv(r->body) && kobj_meta(r->body))
+        /* A DELETE ends the sync; its answer (the object marked, or a
+         * Status) is not kept: only the informer tells when it is gone, and
+         * an older copy of ours must not stand in for it either. */
+        if (strcmp(method, "DELETE") != 0 && r->body && kobj_rv(r->body) && kobj_meta(r->body))
             overlay_put(c, kind, r->body);
         return DONE;
     }
@@ -238,20 +255,28 @@ struct sync {
     json_object *claim, *bucket;
 };
 
-/* The GET that proves a Bucket absent from the cache really is gone: 1
- * when gone, 0 when found (now in the overlay), < 0 on error. */
-static int confirm_gone(struct sync *s, const char *bucket)
+/*
+ * The GET behind a decision the cache alone must not make: 1 when the
+ * Bucket is gone, or (with `unless_owned`) found but not the claim's; 0
+ * when found (now in the overlay, to plan again from); < 0 on error, a
+ * malformed answer included.
+ */
+static int confirm(struct sync *s, const char *bucket, bool unless_owned)
 {
     char *path = kube_path(&KUBE_BUCKET, NULL, bucket, NULL);
     kube_resp r = {0};
     int rc = kube_get(s->c->o.kube, path, &r);
     free(path);
-    if (rc == 0 && r.body)
+    if (rc == 0 && kube_object_check(&KUBE_BUCKET, r.body, bucket) < 0)
+        rc = util_err_set(-EIO, "reading Bucket %s: %s", bucket, util_err_last());
+    else if (rc == 0 && unless_owned && !cctl_bucket_owned(r.body, s->claim))
+        rc = 1;
+    else if (rc == 0)
         overlay_put(s->c, 'b', r.body);
     else if (kube_is_not_found(&r))
         rc = 1;
     else
-        rc = util_err_set(rc < 0 ? rc : -EIO, "reading Bucket %s: %s", bucket, r.message);
+        rc = util_err_set(rc, "reading Bucket %s: %s", bucket, r.message);
     kube_resp_clear(&r);
     return rc;
 }
@@ -278,8 +303,8 @@ static int run_step(struct sync *s, const cctl_plan *p)
         what = "finalizer added";
         break;
     case CCTL_REMOVE_FINALIZER:
-        if (p->confirm_gone) {
-            int rc = confirm_gone(s, p->bucket);
+        if (p->confirm) {
+            int rc = confirm(s, p->bucket, true);
             if (rc <= 0)
                 return rc;
         }
@@ -322,12 +347,14 @@ static int run_step(struct sync *s, const cctl_plan *p)
     switch (out) {
     case DONE:
         obs_v(2, "BucketClaim %s: %s (Bucket %s)", s->key, what, p->bucket ? p->bucket : "");
+        if (p->step == CCTL_DELETE_BUCKET)
+            overlay_drop(c, 'b', p->bucket);
         /* After these the rest is the sidecar's or the API server's. */
         rc = p->step == CCTL_DELETE_BUCKET || p->step == CCTL_REMOVE_FINALIZER;
         break;
     case EXISTS:
         /* Ours from an earlier try, or another's: the next plan tells. */
-        rc = p->step == CCTL_CREATE_BUCKET ? confirm_gone(s, p->bucket)
+        rc = p->step == CCTL_CREATE_BUCKET ? confirm(s, p->bucket, false)
                                            : util_err_set(-EEXIST, "%s: %s", what, r.message);
         if (rc > 0)
             rc = util_err_set(-EAGAIN, "Bucket %s: exists, then gone", p->bucket);

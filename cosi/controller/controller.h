@@ -62,6 +62,11 @@ char *cctl_bucket_name(const json_object *claim);
 /* The Bucket's spec.bucketClaim.uid equals the claim's UID. */
 bool cctl_bucket_bound_to(const json_object *bucket, const json_object *claim);
 
+/* The claim (being deleted) owns this Bucket: bound to its UID, or, with
+ * no claim UID on the Bucket, found by status.bucketName or the generated
+ * name rather than by spec.existingBucketName alone. */
+bool cctl_bucket_owned(const json_object *bucket, const json_object *claim);
+
 /* "namespace/name" of the Bucket's spec.bucketClaim (the work queue key of
  * its claim), NULL when either is missing. Caller frees. */
 char *cctl_bucket_claim_key(const json_object *bucket);
@@ -85,9 +90,11 @@ typedef struct cctl_plan {
     char *text;         /* the patch or object text of a write */
     const char *reason; /* CCTL_FAIL: the Event reason (COSI_REASON_*) */
     char *message;      /* CCTL_FAIL: the Event message */
-    /* CCTL_REMOVE_FINALIZER because `bucket` was not in the cache: make
-     * sure it is gone (a GET answering 404) before the claim goes. */
-    bool confirm_gone;
+    /* CCTL_REMOVE_FINALIZER with a Bucket name: the cache showed no
+     * Bucket of this claim there, but a copy may be old or corrupted. The
+     * claim goes only once a GET answers 404 or a Bucket that
+     * cctl_bucket_owned says is not the claim's. */
+    bool confirm;
 } cctl_plan;
 
 /*

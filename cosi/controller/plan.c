@@ -347,21 +347,30 @@ static int write_step(cctl_plan *p, cctl_step step, char *text, const json_objec
     return 0;
 }
 
+bool cctl_bucket_owned(const json_object *bucket, const json_object *claim)
+{
+    if (!bucket)
+        return false;
+    if (bound_uid(bucket))
+        return cctl_bucket_bound_to(bucket, claim);
+    /* A Bucket found through spec.existingBucketName alone was never
+     * recorded as bound: only its claim UID makes it ours. */
+    return status_bucket(claim) || !cctl_existing_name(claim);
+}
+
 static int plan_delete(const json_object *claim, const json_object *bucket, cctl_plan *p)
 {
     if (!kobj_has_finalizer(claim, COSI_FINALIZER_CLAIM))
         return 0;
-    /* A Bucket found through spec.existingBucketName alone was never
-     * recorded as bound: only its claim UID makes it ours. */
-    bool by_existing = !status_bucket(claim) && cctl_existing_name(claim);
     p->bucket = cctl_bucket_name(claim);
-    bool ours = bucket && (bound_uid(bucket) ? cctl_bucket_bound_to(bucket, claim) : !by_existing);
-    if (bucket && ours) {
+    if (cctl_bucket_owned(bucket, claim)) {
         if (kobj_deleting(bucket))
             return 0; /* the sidecar is at work; the Bucket's end requeues us */
         return write_step(p, CCTL_DELETE_BUCKET, cctl_delete_options(bucket), bucket, "Bucket");
     }
-    p->confirm_gone = !bucket && p->bucket;
+    /* Absent, or someone else's: on the word of a copy that may be old or
+     * corrupted, the Bucket would leak with the claim gone. */
+    p->confirm = p->bucket != NULL;
     return write_step(p, CCTL_REMOVE_FINALIZER, cctl_patch_remove_finalizer(claim), claim,
                       "BucketClaim");
 }

@@ -578,32 +578,59 @@ out:
 
 /* Deletes the access's Secret when we made it: DELETE first (a crash after
  * it leaves a Secret still marked ours), then our finalizer. */
-static int release_secret(csc_ctrl *c, const char *ns, const char *name)
+/*
+ * The Secret of `name` as the API server has it now, if it carries our
+ * finalizer (*out NULL when it is gone or not ours). A broken answer may
+ * hide our finalizer: it is an error to retry, never "not ours".
+ */
+static int get_our_secret(csc_ctrl *c, const char *path, const char *name, json_object **out)
 {
-    char *path = kube_path(&KUBE_SECRET, ns, name, NULL);
+    *out = NULL;
     kube_resp r = {0};
-    json_object *secret = NULL;
     int rc = kube_get(c->o.kube, path, &r);
-    if (rc == 0 && csc_secret_is_ours(r.body))
-        secret = json_object_get(r.body);
+    if (rc == 0 && kube_object_check(&KUBE_SECRET, r.body, name) < 0)
+        rc = util_err_set(-EIO, "failed to get Secret %s: %s", name, util_err_last());
+    else if (rc == 0 && csc_secret_is_ours(r.body))
+        *out = json_object_get(r.body);
     else if (rc < 0 && kube_is_not_found(&r))
         rc = 0;
     else if (rc < 0)
         rc = util_err_set(rc, "failed to get Secret %s: %s", name, r.message);
     kube_resp_clear(&r);
-    if (secret && !kobj_deleting(secret)) {
+    return rc;
+}
+
+static int release_secret(csc_ctrl *c, const char *ns, const char *name)
+{
+    char *path = kube_path(&KUBE_SECRET, ns, name, NULL);
+    json_object *secret = NULL;
+    int rc = get_our_secret(c, path, name, &secret);
+    if (rc == 0 && secret && !kobj_deleting(secret)) {
+        kube_resp r = {0};
         rc = kube_delete(c->o.kube, path, NULL, &r);
         json_object_put(secret);
         secret = NULL;
-        /* Held by our finalizer, the Secret comes back in the answer. */
-        if (rc == 0 && r.body && kobj_str(r.body, "kind") &&
-            strcmp(kobj_str(r.body, "kind"), "Secret") == 0)
+        const char *kind = rc == 0 ? kobj_str(r.body, "kind") : NULL;
+        if (rc == 0 && kind && strcmp(kind, "Secret") == 0 &&
+            kube_object_check(&KUBE_SECRET, r.body, name) == 0 && kobj_deleting(r.body)) {
+            /* Held by our finalizer, the Secret comes back in the answer. */
             secret = json_object_get(r.body);
-        else if (rc < 0 && kube_is_not_found(&r))
+        } else if (rc == 0) {
+            /* Any other answer (a Status, or one that does not read): only
+             * the server's copy tells whether it is gone. */
+            rc = get_our_secret(c, path, name, &secret);
+            if (rc == 0 && secret && !kobj_deleting(secret))
+                rc = util_err_set(-EIO, "failed to delete Secret %s: it is still there", name);
+        } else if (kube_is_not_found(&r)) {
             rc = 0;
-        else if (rc < 0)
+        } else {
             rc = util_err_set(rc, "failed to delete Secret %s: %s", name, r.message);
+        }
         kube_resp_clear(&r);
+    }
+    if (rc < 0) {
+        json_object_put(secret);
+        secret = NULL;
     }
     free(path);
     if (secret) {

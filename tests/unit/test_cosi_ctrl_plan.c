@@ -307,7 +307,7 @@ static void check_plan_rows(const struct plan_row *rows, size_t n)
         expect_text(r->row, "text", p.text, r->text);
         expect_str(r->row, "reason", p.reason, r->reason);
         expect_text(r->row, "message", p.message, r->message);
-        expect_int(r->row, "confirm", p.confirm_gone, r->confirm);
+        expect_int(r->row, "confirm", p.confirm, r->confirm);
         cctl_plan_clear(&p);
         json_object_put(claim);
         json_object_put(cls);
@@ -442,16 +442,16 @@ static void test_deletion_steps(void **state)
         {"no status (the Bucket was never made): the generated name is looked for",
          "{" MD_DEL "," SPEC_G "}", NULL, NULL, CCTL_REMOVE_FINALIZER, "bucket-u-1",
          T_REMOVE_FIN(0), NULL, NULL, true},
-        {"the Bucket is another claim's: left alone, the finalizer goes",
+        {"the Bucket is another claim's: left alone, the finalizer goes once a GET confirms",
          "{" MD_DEL "," SPEC_G "," ST_NAME "}", NULL, B_OTHER, CCTL_REMOVE_FINALIZER, "bucket-u-1",
-         T_REMOVE_FIN(0), NULL, NULL, false},
+         T_REMOVE_FIN(0), NULL, NULL, true},
         {"the status names a Bucket with no claim UID: deleted (upstream deletes what status "
          "names)",
          "{" MD_DEL "," SPEC_G "," ST_NAME "}", NULL, B_NO_UID, CCTL_DELETE_BUCKET, "bucket-u-1",
          T_DELETE_B1, NULL, NULL, false},
         {"brownfield never bound: a free Bucket found by name is not ours",
          "{" MD_DEL "," SPEC_B "}", NULL, OLD_FREE, CCTL_REMOVE_FINALIZER, "old", T_REMOVE_FIN(0),
-         NULL, NULL, false},
+         NULL, NULL, true},
         {"brownfield bound and ready: deleted",
          "{" MD_DEL "," SPEC_B ",`status`:{`bucketName`:`old`,`bucketReady`:true}}", NULL, OLD_OURS,
          CCTL_DELETE_BUCKET, "old", T_DELETE_B2, NULL, NULL, false},
@@ -459,7 +459,7 @@ static void test_deletion_steps(void **state)
          "{" MD_DEL "," SPEC_B "}", NULL, OLD_OURS, CCTL_DELETE_BUCKET, "old", T_DELETE_B2, NULL,
          NULL, false},
         {"brownfield bound to another: left alone", "{" MD_DEL "," SPEC_B "}", NULL, OLD_OTHER,
-         CCTL_REMOVE_FINALIZER, "old", T_REMOVE_FIN(0), NULL, NULL, false},
+         CCTL_REMOVE_FINALIZER, "old", T_REMOVE_FIN(0), NULL, NULL, true},
         {"our finalizer second in the list: its own index is tested and removed",
          "{`metadata`:{" ID "," DEL_TS ",`finalizers`:[`x`,`" FIN "`]}," SPEC_G "}", NULL, NULL,
          CCTL_REMOVE_FINALIZER, "bucket-u-1", T_REMOVE_FIN(1), NULL, NULL, true},

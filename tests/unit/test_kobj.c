@@ -551,7 +551,7 @@ static const char *const check_rules[] = {
     "a spec.drivers", "s spec.drivers[].name", "l spec.drivers[].keys", "s deep.a[].b[].c",
     /* steps shared with the rule before */
     "o spec.csi", "s spec.csi.driver", "m spec.csi.attrs", "s spec.csix", "s spec.cs",
-    "o spec.csi.x.y", "s spec.csi.x.y.z", "s spec.csi.xy", NULL};
+    "o spec.csi.x.y", "s spec.csi.x.y.z", "s spec.csi.xy", "n name", NULL};
 
 static const struct check_row {
     const char *json;
@@ -589,6 +589,11 @@ static const struct check_row {
     {"{`spec`:{`csi`:{`x`:{`y`:{`z`:{}}}}}}", "spec.csi.x.y.z"},
     {"{`spec`:{`csi`:{`x`:{`y`:{`z`:`z`}},`xy`:{}}}}", "spec.csi.xy"},
     {"{`spec`:{`csi`:{`x`:null,`xy`:true}}}", "spec.csi.xy"},
+    {"{`name`:`bucket-1`}", NULL},
+    {"{`name`:``}", NULL},
+    {"{`name`:null}", NULL},
+    {"{`name`:7}", "name"},
+    {"{`name`:[`n`]}", "name"},
 };
 
 static void test_check_field_types(void **state)
@@ -606,6 +611,18 @@ static void test_check_field_types(void **state)
                 fail_msg("row %zu: message %s, want %s", i, util_err_last(), check_rows[i].bad);
         }
         json_object_put(o);
+    }
+    /* A name of 253 bytes is the longest an API server stores; one byte
+     * more is a corrupted answer. */
+    static const char *const name_rule[] = {"n name", NULL};
+    for (size_t len = 252; len <= 254; len++) {
+        char *name = util_calloc(len + 1, 1);
+        memset(name, 'a', len);
+        json_object *n = json_object_new_object();
+        json_object_object_add(n, "name", json_object_new_string(name));
+        assert_int_equal(kobj_check(n, name_rule), len <= 253 ? 0 : -EINVAL);
+        json_object_put(n);
+        free(name);
     }
     /* No rules, or an object that is not one: nothing to refuse. */
     json_object *o = J("{`provisioner`:1}");
