@@ -159,6 +159,37 @@ static int unicode_escape(struct reader *r, char *o, size_t *n)
 }
 
 /*
+ * The raw bytes of a string are UTF-8, as every API server writes them (Go
+ * encodes nothing else): invalid bytes come from a corrupted or hostile
+ * answer, which is refused whole rather than cached and written back. Most
+ * strings are ASCII, which eight bytes at a time find out.
+ */
+static bool utf8_ok(const char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint64_t w;
+        if (i + 8 <= n) {
+            memcpy(&w, p + i, 8);
+            if ((w & 0x8080808080808080ull) == 0) {
+                i += 8;
+                continue;
+            }
+        }
+        if ((unsigned char)p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        unsigned rune;
+        size_t k = util_utf8_decode(p + i, n - i, &rune);
+        if (k == 0)
+            return false;
+        i += k;
+    }
+    return true;
+}
+
+/*
  * A string, r->p just past its opening quote. *s and *len describe its
  * bytes: in the text itself when it has no escapes, else in r->buf.
  */
@@ -178,6 +209,8 @@ static int read_string(struct reader *r, const char **s, size_t *len)
         r->p = nul;
         return fail(r, "a NUL byte in a string");
     }
+    if (!utf8_ok(r->p, (size_t)(q - r->p)))
+        return fail(r, "invalid UTF-8 in a string");
     const char *bs = memchr(r->p, '\\', (size_t)(q - r->p));
     if (!bs) {
         *s = r->p;
@@ -195,11 +228,13 @@ static int read_string(struct reader *r, const char **s, size_t *len)
         while (r->p < r->end && !str_stop[(unsigned char)*r->p])
             r->p++;
         size_t k = (size_t)(r->p - run);
+        if (r->p >= r->end)
+            return -EAGAIN;
+        if (!utf8_ok(run, k))
+            return fail(r, "invalid UTF-8 in a string");
         reserve(r, n + k + 5);
         memcpy(r->buf + n, run, k);
         n += k;
-        if (r->p >= r->end)
-            return -EAGAIN;
         if (*r->p == '\0')
             return fail(r, "a NUL byte in a string");
         if (*r->p == '"') {

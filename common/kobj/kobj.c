@@ -129,6 +129,32 @@ const char *kobj_str_at(const json_object *a, size_t i)
 #define KOBJ_NAME_MAX 253
 #define KOBJ_NS_MAX   63
 
+/* RFC 3339 as Go's metav1.Time reads it: 2006-01-02T15:04:05, an optional
+ * fraction, then Z or an offset. */
+static bool rfc3339(const char *s)
+{
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+    for (size_t i = 0; shape[i]; i++) {
+        bool digit = s[i] >= '0' && s[i] <= '9';
+        if (shape[i] == 'd' ? !digit : s[i] != shape[i])
+            return false;
+    }
+    const char *p = s + sizeof(shape) - 1;
+    if (*p == '.') {
+        const char *f = ++p;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (p == f)
+            return false;
+    }
+    if (*p == 'Z' || *p == 'z')
+        return p[1] == '\0';
+    if (*p != '+' && *p != '-')
+        return false;
+    return p[1] >= '0' && p[1] <= '9' && p[2] >= '0' && p[2] <= '9' && p[3] == ':' && p[4] >= '0' &&
+           p[4] <= '9' && p[5] >= '0' && p[5] <= '9' && p[6] == '\0';
+}
+
 static bool of_type(const json_object *v, char t)
 {
     switch (t) {
@@ -140,6 +166,12 @@ static bool of_type(const json_object *v, char t)
                             ? json_object_get_string((json_object *)v)
                             : NULL;
         return s && strnlen(s, KOBJ_NAME_MAX + 1) <= KOBJ_NAME_MAX;
+    }
+    case 't': {
+        const char *s = json_object_is_type(v, json_type_string)
+                            ? json_object_get_string((json_object *)v)
+                            : NULL;
+        return s && rfc3339(s);
     }
     case 'b':
         return kobj_typed(v, json_type_boolean) != NULL;

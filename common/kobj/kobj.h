@@ -63,7 +63,8 @@ const char *kobj_str_at(const json_object *a, size_t i);
  * object is refused. A rule is a type letter, a space and a dot-separated
  * path; "[]" after a segment applies the rest to each item of that array.
  * Types: s string, n name (a string of at most 253 bytes, the longest name
- * or UID an API server stores), b boolean, o object, a array, m object of
+ * or UID an API server stores), t time (RFC 3339, as Go's metav1.Time
+ * reads it: "" or any other text fails the whole object), b boolean, o object, a array, m object of
  * strings, l array of strings. A missing or null field passes (Go's zero
  * value).
  * 0, or -EINVAL with util_err_last() naming the first bad path.

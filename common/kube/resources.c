@@ -228,7 +228,7 @@ static const char *const META_FIELDS[] = {"o metadata",
                                           "m metadata.labels",
                                           "m metadata.annotations",
                                           "l metadata.finalizers",
-                                          "s metadata.deletionTimestamp",
+                                          "t metadata.deletionTimestamp",
                                           NULL};
 
 int kube_object_check(const kube_resource *r, const json_object *obj, const char *name)

@@ -97,7 +97,8 @@ static void overlay_put(cctl_ctrl *c, char kind, const json_object *obj)
     }
     char *key = kube_key(obj);
     const char *rv = kobj_rv(obj);
-    if (!key || !rv) {
+    /* A version that does not compare could never be superseded. */
+    if (!key || !rv || kobj_rv_cmp(rv, rv) != 0) {
         free(key);
         return;
     }

@@ -551,7 +551,7 @@ static const char *const check_rules[] = {
     "a spec.drivers", "s spec.drivers[].name", "l spec.drivers[].keys", "s deep.a[].b[].c",
     /* steps shared with the rule before */
     "o spec.csi", "s spec.csi.driver", "m spec.csi.attrs", "s spec.csix", "s spec.cs",
-    "o spec.csi.x.y", "s spec.csi.x.y.z", "s spec.csi.xy", "n name", NULL};
+    "o spec.csi.x.y", "s spec.csi.x.y.z", "s spec.csi.xy", "n name", "t at", NULL};
 
 static const struct check_row {
     const char *json;
@@ -594,6 +594,18 @@ static const struct check_row {
     {"{`name`:null}", NULL},
     {"{`name`:7}", "name"},
     {"{`name`:[`n`]}", "name"},
+    {"{`at`:`2026-11-27T05:07:11Z`}", NULL},
+    {"{`at`:`2026-11-27T05:07:11.123456Z`}", NULL},
+    {"{`at`:`2026-11-27T05:07:11+01:00`}", NULL},
+    {"{`at`:null}", NULL},
+    {"{`at`:``}", "at"},
+    {"{`at`:`hostile`}", "at"},
+    {"{`at`:`2026-11-27T05:07:11`}", "at"},
+    {"{`at`:`2026-11-27T05:07:11.Z`}", "at"},
+    {"{`at`:`2026-11-27T05:07:11Zx`}", "at"},
+    {"{`at`:`2026-11-27 05:07:11Z`}", "at"},
+    {"{`at`:`2026-11-27T05:07:11+0100`}", "at"},
+    {"{`at`:7}", "at"},
 };
 
 static void test_check_field_types(void **state)
