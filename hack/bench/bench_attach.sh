@@ -77,19 +77,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_kube_lite() {
-  local d=$1
-  "$B/bin/kube-lite" --listen 127.0.0.1:0 --write-kubeconfig "$d/kubeconfig" --controllers= \
-    >"$d/kube-lite.out" 2>"$d/kube-lite.log" &
-  KL_PID=$!
-  for _ in $(seq 1 200); do
-    grep -q 'serving on' "$d/kube-lite.out" 2>/dev/null && break
-    sleep 0.05
-  done
-  URL=$(sed -n 's/^kube-lite: serving on //p' "$d/kube-lite.out")
-  [ -n "$URL" ] || { echo "kube-lite did not start: $(cat "$d/kube-lite.log")" >&2; exit 1; }
-}
-
 start_driver() {
   local d=$1
   "$B/bin/example-csi-driver" --endpoint="unix://$d/csi.sock" --state-dir="$d/state" \
@@ -113,7 +100,7 @@ start_world() {
     HELPER_KC=$1/admin.kubeconfig
     AUDIT_ARGS=(--audit-log="$AUDIT" --audit-user="$SIDECAR_USER")
   else
-    start_kube_lite "$1"
+    start_kube_lite "$1" --controllers=
     HELPER_KC=$1/kubeconfig
     AUDIT_ARGS=()
   fi

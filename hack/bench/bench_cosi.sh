@@ -48,8 +48,6 @@ cleanup() {
 }
 trap 'cleanup; rm -rf "$WORK"' EXIT
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
 # run TITLE N QPS BURST [extra flags for both binaries...]
 run() {
   local title=$1 n=$2 qps=$3 burst=$4

@@ -35,6 +35,24 @@ wait_serving() {
   return 1
 }
 
+# free_port: a free TCP port on the loopback interface
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# start_kube_lite DIR [kube-lite options]: kube-lite on a free loopback port
+# (plain HTTP), DIR/kubeconfig written; sets URL and KL_PID (stop "$KL_PID").
+# Needs B, the build directory.
+start_kube_lite() {
+  local d=$1
+  shift
+  "$B/bin/kube-lite" --listen 127.0.0.1:0 --write-kubeconfig "$d/kubeconfig" "$@" \
+    >"$d/kube-lite.out" 2>"$d/kube-lite.log" &
+  # shellcheck disable=SC2034 # read by the scripts that source this file
+  KL_PID=$!
+  wait_serving "$d/kube-lite.out" || true
+  URL=$(sed -n 's/^kube-lite: serving on //p' "$d/kube-lite.out")
+  [ -n "$URL" ] || { echo "kube-lite did not start: $(cat "$d/kube-lite.log")" >&2; exit 1; }
+}
+
 # ---- the world: kube-lite, or WORLD=kubernetes, the real control plane --------------------
 # Kubernetes 1.20.2 (etcd, kube-apiserver, kube-controller-manager with its
 # PV binder and attach-detach controller) from hack/kubernetes/cluster.sh:

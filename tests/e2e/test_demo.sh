@@ -234,10 +234,11 @@ images:
   - {name: csi-sidecars/csi-attacher, newName: registry.example.com/csi-attacher, newTag: v9.9.9}
   - {name: csi-sidecars/csi-resizer, newName: registry.example.com/csi-resizer, newTag: v9.9.9}
   - {name: csi-sidecars/csi-node-driver-registrar, newName: registry.example.com/csi-node-driver-registrar, newTag: v9.9.9}
+  - {name: csi-sidecars/livenessprobe, newName: registry.example.com/livenessprobe, newTag: v9.9.9}
   - {name: csi-sidecars/example-csi-driver, newName: registry.example.com/example-csi-driver, newTag: v9.9.9}
 EOF
 check "an overlay's images: sets every image of manifests/" \
-  "registry.example.com/csi-attacher:v9.9.9 registry.example.com/csi-node-driver-registrar:v9.9.9 registry.example.com/csi-provisioner:v9.9.9 registry.example.com/csi-resizer:v9.9.9 registry.example.com/example-csi-driver:v9.9.9" \
+  "registry.example.com/csi-attacher:v9.9.9 registry.example.com/csi-node-driver-registrar:v9.9.9 registry.example.com/csi-provisioner:v9.9.9 registry.example.com/csi-resizer:v9.9.9 registry.example.com/example-csi-driver:v9.9.9 registry.example.com/livenessprobe:v9.9.9" \
   "$(K kustomize "$WORK/overlay" 2>&1 | sed -n 's/^ *image: //p' | sort -u | tr '\n' ' ' | sed 's/ $//')"
 # The controller pod's account gets the resizer's roles (manifests/resizer/rbac.yaml) beside the
 # other sidecars': the top-level rendering binds it to them.
@@ -248,6 +249,25 @@ check "manifests/: the controller pod's account is bound to external-resizer-run
 check "manifests/: the controller Deployment carries csi-resizer with its liveness probe" \
   "csi-resizer /healthz/leader-election" \
   "$(K get deployment csi-hostpath-controller -n default -o jsonpath='{range .spec.template.spec.containers[?(@.name=="csi-resizer")]}{.name} {.livenessProbe.httpGet.path}{end}' 2>&1)"
+# Both pods probe their driver through livenessprobe, as upstream's csi-driver-host-path: a
+# liveness-probe container on the driver's socket serving /healthz on 9898, and the driver
+# container's livenessProbe on that port.
+# probe_wiring KIND NAME: "<liveness-probe args> <its /csi volume> | <driver's probe path:port>
+# <driver's healthz port> <driver's /csi volume>"
+probe_wiring() {
+  K get "$1" "$2" -n default -o jsonpath='{range .spec.template.spec.containers[?(@.name=="liveness-probe")]}{.args} {.volumeMounts[?(@.mountPath=="/csi")].name}{end} | {range .spec.template.spec.containers[?(@.name=="hostpath")]}{.livenessProbe.httpGet.path}:{.livenessProbe.httpGet.port} {.ports[?(@.name=="healthz")].containerPort} {.volumeMounts[?(@.mountPath=="/csi")].name}{end}' 2>&1
+}
+WIRED='["--csi-address=/csi/csi.sock","--health-port=9898"] socket-dir | /healthz:healthz 9898 socket-dir'
+check "manifests/: the controller Deployment's driver is probed through livenessprobe on 9898" \
+  "$WIRED" "$(probe_wiring deployment csi-hostpath-controller)"
+check "manifests/: the node DaemonSet's driver is probed through livenessprobe on 9898" \
+  "$WIRED" "$(probe_wiring daemonset csi-hostpath-node)"
+check "manifests/: both run the livenessprobe image" \
+  "csi-sidecars/livenessprobe:latest csi-sidecars/livenessprobe:latest" \
+  "$(for w in deployment/csi-hostpath-controller daemonset/csi-hostpath-node; do
+    K get "$w" -n default -o jsonpath='{.spec.template.spec.containers[?(@.name=="liveness-probe")].image}' 2>&1
+    echo
+  done | tr '\n' ' ' | sed 's/ $//')"
 if ! on_real; then
   stop kube-lite
   check "kube-lite exits 0" 0 "${RC[kube-lite]}"

@@ -320,19 +320,8 @@ for c in "${CFINAL[@]}"; do
   bclaim "$c"
   baccess "$c"
 done
-# The COSI binaries' convergence after the lies is issue #24's open part:
-# 9 of 12 seeded runs found a stranded or leaked object (a corrupted class
-# cached until it changes, a Secret released on a corrupted answer, a stale
-# own copy of a deleted Bucket, an unknown watch event type passed over).
-# Until those are fixed these checks run only with HOSTILE_COSI_CONVERGE=1;
-# liveness, memory, sanitizers, the proxy's reach and the exits are checked always.
-COSI_CONVERGE=${HOSTILE_COSI_CONVERGE:-0}
-if [ "$COSI_CONVERGE" = 1 ]; then
-  expect "the BucketClaims made after the lies stopped are ready" 45 all claim_ready "${CFINAL[@]}"
-  expect "their BucketAccesses are granted, with their Secrets" 45 all granted "${CFINAL[@]}"
-else
-  echo "skip the COSI convergence checks (issue #24, open: HOSTILE_COSI_CONVERGE=1 runs them)"
-fi
+expect "the BucketClaims made after the lies stopped are ready" 45 all claim_ready "${CFINAL[@]}"
+expect "their BucketAccesses are granted, with their Secrets" 45 all granted "${CFINAL[@]}"
 
 # cosi_state: what is left, as JSON lines the checks below read (kube-lite's
 # claims, accesses, Buckets and Secrets; the driver's buckets and grants)
@@ -393,28 +382,26 @@ PY
 }
 # cosi_is NAME EXPR WANT: polls until EXPR prints WANT (the last value shown on failure)
 cosi_is() { [ "$(cosi_py "$1" | tee "$EXPECT_LAST")" = "$2" ]; }
-if [ "$COSI_CONVERGE" = 1 ]; then
-  check "the load generator made and deleted BucketClaims and BucketAccesses" "True" \
-    "$(cosi_py 'str(len(rec["claims_deleted"]) >= 5 and len(rec["accesses_deleted"]) >= 3 and len(rec["accesses_orphaned"]) >= 3 and len(rec["claims_left"]) >= 1)')"
-  expect "every BucketClaim the load generator deleted is gone" 60 cosi_is \
-    '[n for n in rec["claims_deleted"] if n in c]' '[]'
-  expect "every BucketAccess it deleted is gone, with its Secret" 45 cosi_is \
-    '[n for n in rec["accesses_deleted"] if n in a or n + "-creds" in sec]' '[]'
-  # An access whose claim went first: deleted with the Bucket (and then its Secret
-  # too) when it was granted, else left waiting, never granted (as upstream).
-  expect "every BucketAccess whose claim it deleted is gone with its Secret, or waits ungranted" 45 cosi_is \
-    '[n for n in rec["accesses_orphaned"] if (n in a and a[n]["granted"]) or (n not in a and n + "-creds" in sec)]' '[]'
-  expect "every BucketClaim it left is ready" 60 cosi_is \
-    '[n for n in rec["claims_left"] if not c.get(n, {}).get("ready")]' '[]'
-  expect "every BucketAccess it left is granted, with its Secret" 60 cosi_is \
-    '[n for n in rec["accesses_left"] if not a.get(n, {}).get("granted") or n + "-creds" not in sec]' '[]'
-  expect "the Buckets left are exactly those of the claims not being deleted (bucket-<claim uid>), all ready" 45 cosi_is \
-    'diff("Bucket", b, W) + [("not ready", n) for n in sorted(b) if not b[n]["ready"]]' '[]'
-  expect "the driver holds exactly the buckets of the Buckets left (none of a deleted claim)" 30 cosi_is \
-    'diff("driver bucket", d, b)' '[]'
-  expect "the driver holds exactly the grants of the accesses granted (ba-<access uid>)" 30 cosi_is \
-    'diff("driver grant", dg, G)' '[]'
-fi
+check "the load generator made and deleted BucketClaims and BucketAccesses" "True" \
+  "$(cosi_py 'str(len(rec["claims_deleted"]) >= 5 and len(rec["accesses_deleted"]) >= 3 and len(rec["accesses_orphaned"]) >= 3 and len(rec["claims_left"]) >= 1)')"
+expect "every BucketClaim the load generator deleted is gone" 60 cosi_is \
+  '[n for n in rec["claims_deleted"] if n in c]' '[]'
+expect "every BucketAccess it deleted is gone, with its Secret" 45 cosi_is \
+  '[n for n in rec["accesses_deleted"] if n in a or n + "-creds" in sec]' '[]'
+# An access whose claim went first: deleted with the Bucket (and then its Secret
+# too) when it was granted, else left waiting, never granted (as upstream).
+expect "every BucketAccess whose claim it deleted is gone with its Secret, or waits ungranted" 45 cosi_is \
+  '[n for n in rec["accesses_orphaned"] if (n in a and a[n]["granted"]) or (n not in a and n + "-creds" in sec)]' '[]'
+expect "every BucketClaim it left is ready" 60 cosi_is \
+  '[n for n in rec["claims_left"] if not c.get(n, {}).get("ready")]' '[]'
+expect "every BucketAccess it left is granted, with its Secret" 60 cosi_is \
+  '[n for n in rec["accesses_left"] if not a.get(n, {}).get("granted") or n + "-creds" not in sec]' '[]'
+expect "the Buckets left are exactly those of the claims not being deleted (bucket-<claim uid>), all ready" 45 cosi_is \
+  'diff("Bucket", b, W) + [("not ready", n) for n in sorted(b) if not b[n]["ready"]]' '[]'
+expect "the driver holds exactly the buckets of the Buckets left (none of a deleted claim)" 30 cosi_is \
+  'diff("driver bucket", d, b)' '[]'
+expect "the driver holds exactly the grants of the accesses granted (ba-<access uid>)" 30 cosi_is \
+  'diff("driver grant", dg, G)' '[]'
 for n in "${SIDECARS[@]}"; do
   if alive "$n"; then ok "$n is still alive"; else bad "$n is still alive" "$(tail -n 30 "$WORK/$n.log")"; fi
 done
