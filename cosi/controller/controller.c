@@ -268,14 +268,13 @@ static int confirm(struct sync *s, const char *bucket, bool unless_owned)
     kube_resp r = {0};
     int rc = kube_get(s->c->o.kube, path, &r);
     free(path);
+    bool gone = rc < 0 && kube_is_not_found(&r);
     if (rc == 0 && kube_object_check(&KUBE_BUCKET, r.body, bucket) < 0)
         rc = util_err_set(-EIO, "reading Bucket %s: %s", bucket, util_err_last());
-    else if (rc == 0 && unless_owned && !cctl_bucket_owned(r.body, s->claim))
+    else if (gone || (rc == 0 && unless_owned && !cctl_bucket_owned(r.body, s->claim)))
         rc = 1;
     else if (rc == 0)
         overlay_put(s->c, 'b', r.body);
-    else if (kube_is_not_found(&r))
-        rc = 1;
     else
         rc = util_err_set(rc, "reading Bucket %s: %s", bucket, r.message);
     kube_resp_clear(&r);
