@@ -65,6 +65,8 @@ drv_has() { [ "$(drv "str('$1' in bk)")" = "$2" ]; }
 writes() { requests 'create|update|patch|delete' '(buckets|bucketclaims|bucketaccesses|secrets)(/status)?' '2..' "$1"; }
 # w_is USER BASE N: that caller's writes since BASE are exactly N
 w_is() { [ $(($(writes "$1") - $2)) -eq "$3" ]; }
+# w_in USER BASE "N M ...": that caller's writes since BASE are one of these
+w_in() { case " $3 " in *" $(($(writes "$1") - $2)) "*) return 0 ;; esac; return 1; }
 
 for tool in kubectl python3 openssl curl; do
   command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; echo "$passed passed, $failed failed"; exit 1; }
@@ -194,12 +196,15 @@ check "the driver made the bucket with the class's parameters" "eu-west-1" "$(dr
 check "the claim carries upstream's finalizer" "cosi.objectstorage.k8s.io/bucketclaim-protection" "$(bc photos '{.metadata.finalizers[*]}')"
 check "the Bucket carries the sidecar's finalizer" "cosi.objectstorage.k8s.io/bucket-protection" "$(K get bucket "$bkt" -o jsonpath='{.metadata.finalizers[*]}')"
 # Polled: a write is visible before the API server counts it.
+# The controller's third write, the claim's status, is left out when the
+# sidecar's status (bucketReady) reached the claim first: it is already ready.
 if on_real; then
-  expect "the controller wrote 3 times for the claim (upstream 3)" 10 w_is "$CTRL_USER" "$w0_ctrl" 3
+  expect "the controller wrote 3 times for the claim, or 2 when the sidecar's status came first (upstream 3)" 10 \
+    w_in "$CTRL_USER" "$w0_ctrl" "2 3"
   expect "the sidecar wrote 2 times (Bucket status, claim status: upstream 3)" 10 w_is "$SC_USER" "$w0_sc" 2
 else
   # kube-lite counts everyone's writes: the claim's create is the test's
-  expect "controller and sidecar wrote 5 times in all (upstream 6)" 10 w_is '.*' "$w0_ctrl" 6
+  expect "controller and sidecar wrote 5 times in all, or 4 (upstream 6)" 10 w_in '.*' "$w0_ctrl" "5 6"
 fi
 
 # ---- access with a Key: the BucketInfo Secret ----------------------------------------------
