@@ -78,28 +78,6 @@ static void add_flags(util_flags *f, struct flags *fl)
                     "Node no longer exists, treat the volume as detached (not in upstream).");
 }
 
-/* Upstream's gates; only ReleaseLeaderElectionOnExit changes anything here. */
-static bool parse_gates(const char *s)
-{
-    bool release = false;
-    char *copy = util_strdup(s ? s : "");
-    for (char *save = NULL, *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(kv, '=');
-        if (!eq)
-            die("--feature-gates: expected key=true|false");
-        *eq = '\0';
-        bool on = strcmp(eq + 1, "true") == 0;
-        if (!on && strcmp(eq + 1, "false") != 0)
-            die("--feature-gates: values must be true or false");
-        if (strcmp(kv, "ReleaseLeaderElectionOnExit") == 0)
-            release = on;
-        else if (strcmp(kv, "MutableCSINodeAllocatableCount") != 0)
-            die(util_asprintf("--feature-gates: unrecognized feature gate: %s", kv));
-    }
-    free(copy);
-    return release;
-}
-
 static const char *lock_name(void *ud, const char *driver)
 {
     char *buf = ud;
@@ -139,7 +117,13 @@ int main(int argc, char **argv)
         die("--worker-threads must be greater than zero");
     if (fl.max_entries < 0)
         die("--max-entries must not be negative");
-    bool release = parse_gates(fl.feature_gates);
+    /* Upstream's gates; only ReleaseLeaderElectionOnExit changes anything here. */
+    bool release = false;
+    const sidecar_gate gates[] = {{"ReleaseLeaderElectionOnExit", &release},
+                                  {"MutableCSINodeAllocatableCount", NULL},
+                                  {NULL, NULL}};
+    if (sidecar_gates_parse(fl.feature_gates, gates) < 0)
+        die(util_err_last());
     obs_info("Version: %s", SIDECAR_VERSION);
 
     char lock[320];

@@ -73,32 +73,6 @@ static void add_flags(util_flags *f, struct flags *fl)
                       "ReleaseLeaderElectionOnExit=true|false, VolumeAttributesClass=true|false.");
 }
 
-/* Upstream's gates with their defaults. */
-static struct gates parse_gates(const char *s)
-{
-    struct gates g = {.annotate_fs_resize = true, .recover = true};
-    char *copy = util_strdup(s ? s : "");
-    for (char *save = NULL, *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(kv, '=');
-        if (!eq)
-            die("--feature-gates: expected key=true|false");
-        *eq = '\0';
-        bool on = strcmp(eq + 1, "true") == 0;
-        if (!on && strcmp(eq + 1, "false") != 0)
-            die("--feature-gates: values must be true or false");
-        if (strcmp(kv, "AnnotateFsResize") == 0)
-            g.annotate_fs_resize = on;
-        else if (strcmp(kv, "RecoverVolumeExpansionFailure") == 0)
-            g.recover = on;
-        else if (strcmp(kv, "ReleaseLeaderElectionOnExit") == 0)
-            g.release_on_exit = on;
-        else if (strcmp(kv, "VolumeAttributesClass") != 0)
-            die(util_asprintf("--feature-gates: unrecognized feature gate: %s", kv));
-    }
-    free(copy);
-    return g;
-}
-
 static const char *lock_name(void *ud, const char *driver)
 {
     char *buf = ud;
@@ -161,7 +135,15 @@ int main(int argc, char **argv)
         die(util_err_last());
     if (fl.workers < 1)
         die("--workers must be greater than zero");
-    struct gates g = parse_gates(fl.feature_gates);
+    /* Upstream's gates with their defaults. */
+    struct gates g = {.annotate_fs_resize = true, .recover = true};
+    const sidecar_gate gates[] = {{"AnnotateFsResize", &g.annotate_fs_resize},
+                                  {"RecoverVolumeExpansionFailure", &g.recover},
+                                  {"ReleaseLeaderElectionOnExit", &g.release_on_exit},
+                                  {"VolumeAttributesClass", NULL},
+                                  {NULL, NULL}};
+    if (sidecar_gates_parse(fl.feature_gates, gates) < 0)
+        die(util_err_last());
     obs_info("Version: %s", SIDECAR_VERSION);
 
     char lock[320];

@@ -106,6 +106,35 @@ int sidecar_flags_add(util_flags *f, sidecar_flags *sf, unsigned which)
     return r ? -EINVAL : 0;
 }
 
+int sidecar_gates_parse(const char *text, const sidecar_gate *gates)
+{
+    char *copy = util_strdup(text ? text : "");
+    int rc = 0;
+    for (char *save = NULL, *kv = strtok_r(copy, ",", &save); kv && rc == 0;
+         kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq) {
+            rc = util_err_set(-EINVAL, "--feature-gates: expected key=true|false");
+            break;
+        }
+        *eq = '\0';
+        bool on = strcmp(eq + 1, "true") == 0;
+        if (!on && strcmp(eq + 1, "false") != 0) {
+            rc = util_err_set(-EINVAL, "--feature-gates: values must be true or false");
+            break;
+        }
+        const sidecar_gate *g = gates;
+        while (g && g->name && strcmp(g->name, kv) != 0)
+            g++;
+        if (!g || !g->name)
+            rc = util_err_set(-EINVAL, "--feature-gates: unrecognized feature gate: %s", kv);
+        else if (g->value)
+            *g->value = on;
+    }
+    free(copy);
+    return rc;
+}
+
 int sidecar_flags_check(const util_flags *f, const sidecar_flags *sf)
 {
     (void)f;

@@ -54,6 +54,21 @@ int sidecar_flags_add(util_flags *f, sidecar_flags *sf, unsigned which);
  * -EINVAL with one line naming the flag to fix. */
 int sidecar_flags_check(const util_flags *f, const sidecar_flags *sf);
 
+/* One feature gate a binary knows: its name and where its value goes
+ * (NULL: accepted as upstream does, changes nothing here). */
+typedef struct sidecar_gate {
+    const char *name;
+    bool *value;
+} sidecar_gate;
+
+/*
+ * --feature-gates "Key=true,Other=false" against `gates` (ended by a NULL
+ * name): each named gate's value set. 0, or -EINVAL with one line naming
+ * the flag and what is wrong (an unknown gate, as upstream: "unrecognized
+ * feature gate: X").
+ */
+int sidecar_gates_parse(const char *text, const sidecar_gate *gates);
+
 typedef struct sidecar sidecar;
 
 typedef struct sidecar_opts {

@@ -69,6 +69,43 @@ static const struct {
     {"automaxprocs accepted", {"--automaxprocs"}, NULL},
 };
 
+static void test_feature_gates(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        bool a, b;       /* the values after parsing (both start false) */
+        const char *err; /* NULL: accepted */
+    } rows[] = {
+        {"", false, false, NULL},
+        {"GateA=true", true, false, NULL},
+        {"GateA=true,GateB=true", true, true, NULL},
+        {"GateA=true,GateA=false", false, false, NULL},
+        {"Ignored=true,GateB=true", false, true, NULL},
+        {"GateA", false, false, "--feature-gates: expected key=true|false"},
+        {"GateA=yes", false, false, "--feature-gates: values must be true or false"},
+        {"GateA=True", false, false, "--feature-gates: values must be true or false"},
+        {"GateC=true", false, false, "--feature-gates: unrecognized feature gate: GateC"},
+        {"gatea=true", false, false, "--feature-gates: unrecognized feature gate: gatea"},
+        {",,GateB=true,", false, true, NULL},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        bool a = false, b = false;
+        const sidecar_gate gates[] = {
+            {"GateA", &a}, {"GateB", &b}, {"Ignored", NULL}, {NULL, NULL}};
+        int rc = sidecar_gates_parse(rows[i].text, gates);
+        if (rows[i].err) {
+            if (rc != -EINVAL || strcmp(util_err_last(), rows[i].err) != 0)
+                fail_msg("[%s] rc %d (%s), want %s", rows[i].text, rc, util_err_last(),
+                         rows[i].err);
+            continue;
+        }
+        if (rc != 0 || a != rows[i].a || b != rows[i].b)
+            fail_msg("[%s] rc %d a %d b %d", rows[i].text, rc, a, b);
+    }
+    assert_int_equal(sidecar_gates_parse(NULL, NULL), 0);
+}
+
 static void test_common_flag_checks(void **state)
 {
     (void)state;
@@ -249,6 +286,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_common_flags_have_upstream_defaults),
         cmocka_unit_test(test_common_flag_checks),
+        cmocka_unit_test(test_feature_gates),
         cmocka_unit_test(test_started_kit_serves_metrics_and_leads),
     };
     int r = cmocka_run_group_tests_name("sidecar kit", tests, NULL, NULL);
