@@ -21,42 +21,9 @@
 
 #include "attacher/attacher.h"
 #include "kobj/kobj.h"
-
-#define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
+#include "table.h"
 
 #define MODE(m) CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__##m
-
-static json_object *J(const char *text)
-{
-    if (!text)
-        return NULL;
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '`')
-            *p = '"';
-    json_object *o = json_tokener_parse(s);
-    if (!o)
-        fail_msg("bad fixture JSON: %s", s);
-    free(s);
-    return o;
-}
-
-static void expect_str(const char *row, const char *what, const char *got, const char *want)
-{
-    if (!got)
-        got = "(null)";
-    if (!want)
-        want = "(null)";
-    if (strcmp(got, want) != 0)
-        fail_msg("[%s] %s:\n  got  \"%s\"\n  want \"%s\"", row, what, got, want);
-}
-
-static void expect_int(const char *row, const char *what, long long got, long long want)
-{
-    if (got != want)
-        fail_msg("[%s] %s: got %lld, want %lld", row, what, got, want);
-}
 
 /* ---- names ------------------------------------------------------------------------- */
 

@@ -22,8 +22,7 @@
 #include "cosi/controller/controller.h"
 #include "cosi/cosi.h"
 #include "kobj/kobj.h"
-
-#define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
+#include "table.h"
 
 /* ---- fixtures ---------------------------------------------------------------------------- */
 
@@ -98,55 +97,6 @@
 
 #define NO_CLASS_MSG "cannot find bucket class with the name specified in the bucket claim"
 #define FCB          "FailedCreateBucket"
-
-/* ` -> " in a malloc'ed copy (NULL stays NULL). */
-static char *Q(const char *text)
-{
-    if (!text)
-        return NULL;
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '`')
-            *p = '"';
-    return s;
-}
-
-static json_object *J(const char *text)
-{
-    if (!text)
-        return NULL;
-    char *s = Q(text);
-    json_object *o = kobj_parse_text(s, strlen(s));
-    if (!o)
-        fail_msg("bad fixture JSON: %s", s);
-    free(s);
-    return o;
-}
-
-static void expect_str(const char *row, const char *what, const char *got, const char *want)
-{
-    if (!got)
-        got = "(null)";
-    if (!want)
-        want = "(null)";
-    if (strcmp(got, want) != 0)
-        fail_msg("[%s] %s:\n  got  \"%s\"\n  want \"%s\"", row, what, got, want);
-}
-
-/* Compares with a backtick-written expectation. */
-static void expect_text(const char *row, const char *what, const char *got, const char *want_q)
-{
-    char *want = Q(want_q);
-    expect_str(row, what, got, want);
-    free(want);
-}
-
-static void expect_int(const char *row, const char *what, long long got, long long want)
-{
-    if (got != want)
-        fail_msg("[%s] %s: got %lld, want %lld", row, what, got, want);
-}
 
 /* ---- names ---------------------------------------------------------------------------------- */
 

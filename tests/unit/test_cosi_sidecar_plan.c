@@ -23,60 +23,9 @@
 
 #include "cosi/sidecar/cosisidecar.h"
 #include "kobj/kobj.h"
+#include "table.h"
 
-#define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
-#define DRIVER    "cosi.example.com"
-
-static json_object *J(const char *text)
-{
-    if (!text)
-        return NULL;
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '`')
-            *p = '"';
-    json_object *o = json_tokener_parse(s);
-    if (!o)
-        fail_msg("bad fixture JSON: %s", s);
-    free(s);
-    return o;
-}
-
-/* The fixture text with ` turned into " (for expected patch texts). */
-static char *Q(const char *text)
-{
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '`')
-            *p = '"';
-    return s;
-}
-
-static void expect_str(const char *row, const char *what, const char *got, const char *want)
-{
-    if (!got)
-        got = "(null)";
-    if (!want)
-        want = "(null)";
-    if (strcmp(got, want) != 0)
-        fail_msg("[%s] %s:\n  got  \"%s\"\n  want \"%s\"", row, what, got, want);
-}
-
-static void expect_int(const char *row, const char *what, long long got, long long want)
-{
-    if (got != want)
-        fail_msg("[%s] %s: got %lld, want %lld", row, what, got, want);
-}
-
-/* expect_str against a fixture text written with `. */
-static void expect_q(const char *row, const char *what, const char *got, const char *want_q)
-{
-    char *want = want_q ? Q(want_q) : NULL;
-    expect_str(row, what, got, want);
-    free(want);
-}
+#define DRIVER "cosi.example.com"
 
 /* ---- fixtures -------------------------------------------------------------------------- */
 
@@ -516,7 +465,7 @@ static void test_patches_carry_the_resource_version(void **state)
             break;
         }
         expect_int(rows[i].row, "rc", rc, rows[i].rc);
-        expect_q(rows[i].row, "patch", out, rows[i].want);
+        expect_text(rows[i].row, "patch", out, rows[i].want);
         free(out);
         json_object_put(o);
         json_object_put(params);
@@ -527,8 +476,8 @@ static void test_patches_carry_the_resource_version(void **state)
     static const char *const ours[] = {COSI_FINALIZER_BA_BUCKET, COSI_FINALIZER_BUCKET, NULL};
     char *out = NULL;
     assert_int_equal(csc_patch_remove_finalizers(b, ours, &out), 0);
-    expect_q("both of ours in one patch", "patch", out,
-             "{`metadata`:{`resourceVersion`:`20`,`finalizers`:[`keep`]}}");
+    expect_text("both of ours in one patch", "patch", out,
+                "{`metadata`:{`resourceVersion`:`20`,`finalizers`:[`keep`]}}");
     free(out);
     json_object_put(b);
 }
@@ -1041,7 +990,7 @@ static void test_bucket_info_bytes(void **state)
         grant_resp *r = resp_new(rows[i].n, rows[i].protos, rows[i].kv);
         char *info = NULL;
         assert_int_equal(csc_bucket_info(a, cls, "bucket-u1", r, &info), 0);
-        expect_q(rows[i].row, "BucketInfo", info, rows[i].want);
+        expect_text(rows[i].row, "BucketInfo", info, rows[i].want);
         /* What the Secret carries is this text, unchanged. */
         json_object *sec = NULL;
         assert_int_equal(csc_secret_object(a, info, &sec), 0);
@@ -1191,10 +1140,10 @@ static void test_secret_object(void **state)
     json_object *a = J(ACCESS), *s = NULL;
     assert_int_equal(csc_secret_object(a, "{}", &s), 0);
     char *text = kobj_to_text(s, NULL);
-    expect_q("the Secret", "object", text,
-             "{`apiVersion`:`v1`,`kind`:`Secret`,`metadata`:{`name`:`creds`,`namespace`:`apps`,"
-             "`finalizers`:[`cosi.objectstorage.k8s.io/secret-protection`]},`type`:`Opaque`,"
-             "`stringData`:{`BucketInfo`:`{}`}}");
+    expect_text("the Secret", "object", text,
+                "{`apiVersion`:`v1`,`kind`:`Secret`,`metadata`:{`name`:`creds`,`namespace`:`apps`,"
+                "`finalizers`:[`cosi.objectstorage.k8s.io/secret-protection`]},`type`:`Opaque`,"
+                "`stringData`:{`BucketInfo`:`{}`}}");
     free(text);
     assert_true(csc_secret_is_ours(s));
     json_object_put(s);

@@ -20,36 +20,7 @@
 
 #include "kobj/kobj.h"
 #include "util/util.h"
-
-#define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
-
-static char *T(const char *text)
-{
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p != '\0'; p++)
-        if (*p == '`')
-            *p = '"';
-    return s;
-}
-
-static json_object *J(const char *text)
-{
-    if (text == NULL)
-        return NULL;
-    char *s = T(text);
-    json_object *o = json_tokener_parse(s);
-    if (o == NULL)
-        fail_msg("bad fixture JSON: %s", s);
-    free(s);
-    return o;
-}
-
-static void expect_str(const char *row, const char *got, const char *want)
-{
-    if ((got == NULL) != (want == NULL) || (got && strcmp(got, want) != 0))
-        fail_msg("%s: got %s, want %s", row, got ? got : "(null)", want ? want : "(null)");
-}
+#include "table.h"
 
 /* ---- getters on hostile shapes ------------------------------------------------- */
 
@@ -89,8 +60,8 @@ static void test_getters_answer_null_on_wrong_types(void **state)
             fail_msg("%s: kobj_obj", r->name);
         if ((kobj_arr(o, r->key) != NULL) != r->is_arr)
             fail_msg("%s: kobj_arr", r->name);
-        expect_str(r->name, kobj_str(o, r->key), r->str);
-        expect_str(r->name, kobj_path_str(o, r->key), r->str);
+        expect_str(r->name, "kobj_str", kobj_str(o, r->key), r->str);
+        expect_str(r->name, "kobj_path_str", kobj_path_str(o, r->key), r->str);
         json_object_put(o);
     }
 }
@@ -193,7 +164,7 @@ static void test_path_walks_object_members_only(void **state)
         json_object *o = J(r->json);
         if ((kobj_path(o, r->path) != NULL) != r->present)
             fail_msg("%s: kobj_path", r->name);
-        expect_str(r->name, kobj_path_str(o, r->path), r->want);
+        expect_str(r->name, "kobj_path_str", kobj_path_str(o, r->path), r->want);
         json_object_put(o);
     }
 }
@@ -203,7 +174,7 @@ static void test_array_accessors_check_type_and_range(void **state)
     (void)state;
     json_object *a = J("[`a`,null,3,{`x`:1}]");
     assert_int_equal(kobj_len(a), 4);
-    expect_str("string item", kobj_str_at(a, 0), "a");
+    expect_str("string item", "kobj_str_at", kobj_str_at(a, 0), "a");
     assert_null(kobj_at(a, 1));
     assert_null(kobj_str_at(a, 1));
     assert_non_null(kobj_at(a, 2));
@@ -264,13 +235,13 @@ static void test_metadata_getters_on_hostile_metadata(void **state)
     for (size_t i = 0; i < N_ROWS(meta_rows); i++) {
         const struct meta_row *r = &meta_rows[i];
         json_object *o = J(r->json);
-        expect_str(r->name, kobj_name(o), r->obj_name);
-        expect_str(r->name, kobj_namespace(o), r->ns);
-        expect_str(r->name, kobj_uid(o), r->uid);
-        expect_str(r->name, kobj_rv(o), r->rv);
-        expect_str(r->name, kobj_meta_str(o, "uid"), r->uid);
-        expect_str(r->name, kobj_annotation(o, "a"), r->ann);
-        expect_str(r->name, kobj_label(o, "l"), r->label);
+        expect_str(r->name, "kobj_name", kobj_name(o), r->obj_name);
+        expect_str(r->name, "kobj_namespace", kobj_namespace(o), r->ns);
+        expect_str(r->name, "kobj_uid", kobj_uid(o), r->uid);
+        expect_str(r->name, "kobj_rv", kobj_rv(o), r->rv);
+        expect_str(r->name, "kobj_meta_str", kobj_meta_str(o, "uid"), r->uid);
+        expect_str(r->name, "kobj_annotation", kobj_annotation(o, "a"), r->ann);
+        expect_str(r->name, "kobj_label", kobj_label(o, "l"), r->label);
         if (kobj_deleting(o) != r->deleting)
             fail_msg("%s: kobj_deleting", r->name);
         json_object_put(o);
@@ -330,12 +301,10 @@ static const struct set_row {
 
 static void expect_json(const char *row, json_object *o, const char *want_fixture)
 {
-    char *want = T(want_fixture);
-    const char *got =
-        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-    if (strcmp(got, want) != 0)
-        fail_msg("%s: got %s, want %s", row, got, want);
-    free(want);
+    expect_text(
+        row, "JSON",
+        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
+        want_fixture);
 }
 
 static void test_set_annotation_refuses_wrong_typed_containers(void **state)
@@ -359,7 +328,7 @@ static void test_set_label_writes_labels_map(void **state)
     json_object *o = J("{`metadata`:{`name`:`n`}}");
     assert_int_equal(kobj_set_label(o, "a/b", "c"), 0);
     expect_json("label", o, "{`metadata`:{`name`:`n`,`labels`:{`a/b`:`c`}}}");
-    expect_str("label read back", kobj_label(o, "a/b"), "c");
+    expect_str("label read back", "kobj_label", kobj_label(o, "a/b"), "c");
     json_object_put(o);
     o = J("{`metadata`:{`labels`:7}}");
     assert_int_equal(kobj_set_label(o, "a", "c"), -EINVAL);
@@ -446,10 +415,8 @@ static void test_patch_add_finalizer_texts(void **state)
         const struct patch_row *r = &add_rows[i];
         json_object *o = J(r->json);
         char *got = kobj_patch_add_finalizer(o, "f", r->test_rv);
-        char *want = r->want ? T(r->want) : NULL;
-        expect_str(r->name, got, want);
+        expect_text(r->name, NULL, got, r->want);
         free(got);
-        free(want);
         json_object_put(o);
     }
 }
@@ -459,19 +426,19 @@ static void test_patch_values_are_escaped(void **state)
     (void)state;
     json_object *o = J("{`metadata`:{`resourceVersion`:`1\\`2`,`finalizers`:[]}}");
     char *got = kobj_patch_add_finalizer(o, "a\"b\\c", true);
-    expect_str("add", got,
+    expect_str("add", NULL, got,
                "[{\"op\":\"test\",\"path\":\"/metadata/resourceVersion\",\"value\":\"1\\\"2\"},"
                "{\"op\":\"add\",\"path\":\"/metadata/finalizers/-\",\"value\":\"a\\\"b\\\\c\"}]");
     free(got);
     got = kobj_patch_remove_finalizer_at(2, "a\"b\\c");
-    expect_str("remove", got,
+    expect_str("remove", NULL, got,
                "[{\"op\":\"test\",\"path\":\"/metadata/finalizers/2\",\"value\":\"a\\\"b\\\\c\"},"
                "{\"op\":\"remove\",\"path\":\"/metadata/finalizers/2\"}]");
     free(got);
     /* The texts parse back to the very values. */
     got = kobj_patch_add_finalizer(o, "q\"\\", false);
     json_object *p = json_tokener_parse(got);
-    expect_str("round trip", kobj_str(kobj_at(p, 0), "value"), "q\"\\");
+    expect_str("round trip", "kobj_str", kobj_str(kobj_at(p, 0), "value"), "q\"\\");
     json_object_put(p);
     free(got);
     json_object_put(o);
@@ -482,11 +449,10 @@ static void test_patch_remove_finalizer(void **state)
     (void)state;
     json_object *o = J("{`metadata`:{`finalizers`:[1,`g`,`f`]}}");
     char *got = kobj_patch_remove_finalizer(o, "f");
-    char *want = T("[{`op`:`test`,`path`:`/metadata/finalizers/2`,`value`:`f`},"
-                   "{`op`:`remove`,`path`:`/metadata/finalizers/2`}]");
-    expect_str("remove f", got, want);
+    expect_text("remove f", NULL, got,
+                "[{`op`:`test`,`path`:`/metadata/finalizers/2`,`value`:`f`},"
+                "{`op`:`remove`,`path`:`/metadata/finalizers/2`}]");
     free(got);
-    free(want);
     assert_null(kobj_patch_remove_finalizer(o, "h"));
     assert_null(kobj_patch_remove_finalizer_at(-1, "f"));
     assert_null(kobj_patch_remove_finalizer_at(0, NULL));
@@ -515,10 +481,8 @@ static void test_patch_set_annotation_texts(void **state)
         const struct patch_row *r = &ann_rows[i];
         json_object *o = J(r->json);
         char *got = kobj_patch_set_annotation(o, "a.io/k~e", "v\\", r->test_rv);
-        char *want = r->want ? T(r->want) : NULL;
-        expect_str(r->name, got, want);
+        expect_text(r->name, NULL, got, r->want);
         free(got);
-        free(want);
         json_object_put(o);
     }
 }
@@ -538,7 +502,7 @@ static void test_pointer_escape(void **state)
     (void)state;
     for (size_t i = 0; i < N_ROWS(esc_rows); i++) {
         char *got = kobj_pointer_escape(esc_rows[i].in);
-        expect_str(esc_rows[i].in, got, esc_rows[i].want);
+        expect_str(esc_rows[i].in, NULL, got, esc_rows[i].want);
         free(got);
     }
     assert_null(kobj_pointer_escape(NULL));

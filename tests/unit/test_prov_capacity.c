@@ -19,54 +19,11 @@
 #include <string.h>
 
 #include "provisioner/provisioner.h"
+#include "table.h"
 
-#define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
-#define DRIVER    "cap.csi.example.com"
+#define DRIVER "cap.csi.example.com"
 
 /* ---- helpers ------------------------------------------------------------- */
-
-static json_object *J(const char *text)
-{
-    if (text == NULL)
-        return NULL;
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p != '\0'; p++)
-        if (*p == '`')
-            *p = '"';
-    json_object *o = json_tokener_parse(s);
-    if (o == NULL)
-        fail_msg("bad fixture JSON: %s", s);
-    free(s);
-    return o;
-}
-
-/* The fixture text with ` for ", as a string to compare with. */
-static char *T(const char *text)
-{
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p != '\0'; p++)
-        if (*p == '`')
-            *p = '"';
-    return s;
-}
-
-static void expect_str(const char *row, const char *what, const char *got, const char *want)
-{
-    if (got == NULL)
-        got = "(null)";
-    if (want == NULL)
-        want = "(null)";
-    if (strcmp(got, want) != 0)
-        fail_msg("[%s] %s:\n  got  \"%s\"\n  want \"%s\"", row, what, got, want);
-}
-
-static void expect_int(const char *row, const char *what, long long got, long long want)
-{
-    if (got != want)
-        fail_msg("[%s] %s: got %lld, want %lld", row, what, got, want);
-}
 
 static const char *OWNER = "{`apiVersion`:`v1`,`kind`:`Pod`,`name`:`prov-0`,`uid`:`u-pod`,"
                            "`controller`:true}";
@@ -348,12 +305,10 @@ static void test_build_table(void **state)
         prov_cap_config cc = config(rows[i].owner ? owner : NULL, false);
         json_object *o = NULL;
         assert_int_equal(prov_cap_build(&cc, rows[i].key, rows[i].capacity, rows[i].max, &o), 0);
-        char *want = T(rows[i].want);
-        expect_str(rows[i].name, "object",
-                   json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-                                                         JSON_C_TO_STRING_NOSLASHESCAPE),
-                   want);
-        free(want);
+        expect_text(rows[i].name, "object",
+                    json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+                                                          JSON_C_TO_STRING_NOSLASHESCAPE),
+                    rows[i].want);
         json_object_put(o);
     }
     prov_cap_config cc = config(NULL, false);
@@ -459,9 +414,7 @@ static void test_decide_table(void **state)
         assert_int_equal(prov_cap_decide(&cc, ex, rows[i].capacity, rows[i].max, &act, &patch), 0);
         expect_str(rows[i].name, "action", prov_cap_action_name(act),
                    prov_cap_action_name(rows[i].want));
-        char *want = rows[i].patch ? T(rows[i].patch) : NULL;
-        expect_str(rows[i].name, "patch", patch, want);
-        free(want);
+        expect_text(rows[i].name, "patch", patch, rows[i].patch);
         free(patch);
         json_object_put(ex);
     }
@@ -745,7 +698,7 @@ static void test_fixed_segment_items_and_objects(void **state)
 
     json_object *obj = NULL;
     assert_int_equal(prov_cap_build(&cc, keys[1], 5, NULL, &obj), 0);
-    char *want = T("{`managed-by`:`external-provisioner-node-2`,`nodeTopology`:{`matchLabels`:{"
+    char *want = Q("{`managed-by`:`external-provisioner-node-2`,`nodeTopology`:{`matchLabels`:{"
                    "`zone`:`n2`}}}");
     json_object *summary = json_object_new_object();
     json_object *labels = NULL, *meta = NULL, *topo = NULL;
@@ -810,13 +763,11 @@ static void test_owner_step_table(void **state)
         int rc = prov_cap_owner_step(obj, rows[i].api_version, rows[i].kind, rows[i].levels, &ref,
                                      &path, &av, &kind);
         expect_int(rows[i].name, "rc", rc, rows[i].rc);
-        char *want = rows[i].ref ? T(rows[i].ref) : NULL;
-        expect_str(rows[i].name, "ref",
-                   ref ? json_object_to_json_string_ext(ref, JSON_C_TO_STRING_PLAIN |
-                                                                 JSON_C_TO_STRING_NOSLASHESCAPE)
-                       : NULL,
-                   want);
-        free(want);
+        expect_text(rows[i].name, "ref",
+                    ref ? json_object_to_json_string_ext(ref, JSON_C_TO_STRING_PLAIN |
+                                                                  JSON_C_TO_STRING_NOSLASHESCAPE)
+                        : NULL,
+                    rows[i].ref);
         expect_str(rows[i].name, "next path", path, rows[i].next_path);
         expect_str(rows[i].name, "next apiVersion", av, rows[i].next_av);
         expect_str(rows[i].name, "next kind", kind, rows[i].next_kind);

@@ -26,30 +26,7 @@
 #include "harness.h"
 #include "provisioner/ctrl_internal.h"
 #include "provisioner/provisioner.h"
-
-#define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
-
-static char *unquote(const char *text)
-{
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '`')
-            *p = '"';
-    return s;
-}
-
-static json_object *J(const char *text)
-{
-    if (!text)
-        return NULL;
-    char *s = unquote(text);
-    json_object *o = json_tokener_parse(s);
-    if (!o)
-        fail_msg("bad fixture JSON: %s", s);
-    free(s);
-    return o;
-}
+#include "table.h"
 
 static void expect_json(const char *row, const json_object *got, const char *want_text)
 {
@@ -229,7 +206,7 @@ static void test_merge_reads_hostile_records_without_trusting_them(void **state)
     (void)state;
     for (size_t i = 0; i < N_ROWS(merge_rows); i++) {
         prov_intent_set *s = prov_intent_set_new(10, 1 << 20);
-        char *text = merge_rows[i].text ? unquote(merge_rows[i].text) : NULL;
+        char *text = Q(merge_rows[i].text);
         size_t skipped = 99;
         int calls = 0;
         size_t added = prov_intent_set_merge(s, text, &skipped, count_cb, &calls);

@@ -19,26 +19,9 @@
 #include <string.h>
 
 #include "provisioner/provisioner.h"
-
-#define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
+#include "table.h"
 
 /* ---- helpers ------------------------------------------------------------- */
-
-static json_object *J(const char *text)
-{
-    if (text == NULL)
-        return NULL;
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p != '\0'; p++)
-        if (*p == '`')
-            *p = '"';
-    json_object *o = json_tokener_parse(s);
-    if (o == NULL)
-        fail_msg("bad fixture JSON: %s", s);
-    free(s);
-    return o;
-}
 
 /* Compares a JSON value with a fixture; prints both on a difference. */
 static void expect_json(const char *row, json_object *got, const char *want_text)

@@ -20,43 +20,9 @@
 #include <string.h>
 
 #include "provisioner/provisioner.h"
-
-#define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
+#include "table.h"
 
 /* ---- helpers ------------------------------------------------------------- */
-
-/* Parses a fixture written with ` for "; NULL text gives NULL. */
-static json_object *J(const char *text)
-{
-    if (text == NULL)
-        return NULL;
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p != '\0'; p++)
-        if (*p == '`')
-            *p = '"';
-    json_object *o = json_tokener_parse(s);
-    if (o == NULL)
-        fail_msg("bad fixture JSON: %s", s);
-    free(s);
-    return o;
-}
-
-static void expect_str(const char *row, const char *what, const char *got, const char *want)
-{
-    if (got == NULL)
-        got = "(null)";
-    if (want == NULL)
-        want = "(null)";
-    if (strcmp(got, want) != 0)
-        fail_msg("[%s] %s:\n  got  \"%s\"\n  want \"%s\"", row, what, got, want);
-}
-
-static void expect_int(const char *row, const char *what, long long got, long long want)
-{
-    if (got != want)
-        fail_msg("[%s] %s: got %lld, want %lld", row, what, got, want);
-}
 
 /* rc and message of a call expected to fail (want_err != NULL) or not. */
 static void expect_result(const char *row, int rc, int want_rc, const char *want_err)

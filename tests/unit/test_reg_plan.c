@@ -25,33 +25,11 @@
 
 #include "nodereg/nodereg.h"
 #include "registrar/registrar.h"
+#include "table.h"
 
-#define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
-#define ANN       "csi.volume.kubernetes.io/nodeid"
+#define ANN "csi.volume.kubernetes.io/nodeid"
 
 /* ---- helpers --------------------------------------------------------------------- */
-
-static char *tick(const char *text)
-{
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '`')
-            *p = '"';
-    return s;
-}
-
-static json_object *J(const char *text)
-{
-    if (!text)
-        return NULL;
-    char *s = tick(text);
-    json_object *o = json_tokener_parse(s);
-    if (!o)
-        fail_msg("bad fixture JSON: %s", s);
-    free(s);
-    return o;
-}
 
 static void expect_text_json(const char *row, const char *got, const char *want_text)
 {
@@ -120,7 +98,7 @@ static void test_nodeid_annotation_merge_keeps_other_drivers_and_refuses_malform
     (void)state;
     for (size_t i = 0; i < N_ROWS(merge_rows); i++) {
         const struct merge_row *r = &merge_rows[i];
-        char *old = r->old ? tick(r->old) : NULL;
+        char *old = Q(r->old);
         char *out = NULL;
         int rc = nodereg_nodeid_merge(old, r->driver, r->node_id, &out);
         if (rc != r->rc)
@@ -130,7 +108,7 @@ static void test_nodeid_annotation_merge_keeps_other_drivers_and_refuses_malform
         expect_text_json(r->name, out, r->want);
         /* Sorted keys, compact, as the kubelet (Go's json.Marshal) writes it. */
         if (out && r->want) {
-            char *want = tick(r->want);
+            char *want = Q(r->want);
             if (strcmp(out, want) != 0)
                 fail_msg("[%s] text %s, want exactly %s", r->name, out, want);
             free(want);
@@ -361,12 +339,11 @@ static void test_csinode_is_created_owned_by_its_node(void **state)
     nodereg_driver d;
     drv(&d, "d.io", "id", "", 4);
     json_object *cn = nodereg_csinode_new(node, &d, "a/x");
-    char *want =
-        tick("{`apiVersion`:`storage.k8s.io/v1`,`kind`:`CSINode`,`metadata`:{`name`:`n`,"
-             "`ownerReferences`:[{`apiVersion`:`v1`,`kind`:`Node`,`name`:`n`,`uid`:`u-1`}],"
-             "`annotations`:{`storage.alpha.kubernetes.io/migrated-plugins`:`a/x`}},"
-             "`spec`:{`drivers`:[{`name`:`d.io`,`nodeID`:`id`,`topologyKeys`:[],"
-             "`allocatable`:{`count`:4}}]}}");
+    char *want = Q("{`apiVersion`:`storage.k8s.io/v1`,`kind`:`CSINode`,`metadata`:{`name`:`n`,"
+                   "`ownerReferences`:[{`apiVersion`:`v1`,`kind`:`Node`,`name`:`n`,`uid`:`u-1`}],"
+                   "`annotations`:{`storage.alpha.kubernetes.io/migrated-plugins`:`a/x`}},"
+                   "`spec`:{`drivers`:[{`name`:`d.io`,`nodeID`:`id`,`topologyKeys`:[],"
+                   "`allocatable`:{`count`:4}}]}}");
     expect_text_json("created CSINode", json_object_to_json_string(cn), want);
     assert_true(nodereg_csinode_has(cn, &d));
     json_object_put(cn);

@@ -20,54 +20,11 @@
 
 #include "kobj/kobj.h"
 #include "resizer/resizer.h"
+#include "table.h"
 
-#define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
-#define NOW       ((time_t)1700000000)
-#define NOW_TEXT  "2023-11-14T22:13:20Z"
-#define MODE(m)   CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__##m
-
-static json_object *J(const char *text)
-{
-    if (!text)
-        return NULL;
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '`')
-            *p = '"';
-    json_object *o = json_tokener_parse(s);
-    if (!o)
-        fail_msg("bad fixture JSON: %s", s);
-    free(s);
-    return o;
-}
-
-/* The fixture text with ` turned into ", for comparing patch texts. */
-static char *T(const char *text)
-{
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '`')
-            *p = '"';
-    return s;
-}
-
-static void expect_str(const char *row, const char *what, const char *got, const char *want)
-{
-    if (!got)
-        got = "(null)";
-    if (!want)
-        want = "(null)";
-    if (strcmp(got, want) != 0)
-        fail_msg("[%s] %s:\n  got  \"%s\"\n  want \"%s\"", row, what, got, want);
-}
-
-static void expect_int(const char *row, const char *what, long long got, long long want)
-{
-    if (got != want)
-        fail_msg("[%s] %s: got %lld, want %lld", row, what, got, want);
-}
+#define NOW      ((time_t)1700000000)
+#define NOW_TEXT "2023-11-14T22:13:20Z"
+#define MODE(m)  CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__##m
 
 static const rsz_config CFG = {.driver_name = "hostpath.csi.example.com",
                                .single_node_multi_writer = true,
@@ -593,9 +550,7 @@ static void test_claim_patches(void **state)
             got = rsz_patch_failed(pvc, err, true, NOW);
             break;
         }
-        char *want = T(rows[i].want);
-        expect_str(rows[i].row, "patch", got, want);
-        free(want);
+        expect_text(rows[i].row, "patch", got, rows[i].want);
         free(got);
         json_object_put(pvc);
     }
@@ -606,25 +561,22 @@ static void test_pv_patches(void **state)
     (void)state;
     json_object *pv = J(PV("1Gi", ""));
     char *got = rsz_patch_pv_capacity(pv, "2Gi", NULL);
-    char *want = T("{`spec`:{`capacity`:{`storage`:`2Gi`}}}");
-    expect_str("capacity only", "patch", got, want);
+    expect_text("capacity only", "patch", got, "{`spec`:{`capacity`:{`storage`:`2Gi`}}}");
     free(got);
-    free(want);
     got = rsz_patch_pv_capacity(pv, "2Gi", "1Gi");
-    want = T("{`metadata`:{`annotations`:{`volume.alpha.kubernetes.io/pre-resize-capacity`:`1Gi`}},"
-             "`spec`:{`capacity`:{`storage`:`2Gi`}}}");
-    expect_str("node expansion: the pre-resize capacity is kept", "patch", got, want);
+    expect_text(
+        "node expansion: the pre-resize capacity is kept", "patch", got,
+        "{`metadata`:{`annotations`:{`volume.alpha.kubernetes.io/pre-resize-capacity`:`1Gi`}},"
+        "`spec`:{`capacity`:{`storage`:`2Gi`}}}");
     free(got);
-    free(want);
     json_object_put(pv);
 
     pv = J("{`metadata`:{`annotations`:{`volume.alpha.kubernetes.io/pre-resize-capacity`:`1Gi`}},"
            "`spec`:{`capacity`:{`storage`:`2Gi`}}}");
     got = rsz_patch_pv_capacity(pv, "3Gi", "2Gi");
-    want = T("{`spec`:{`capacity`:{`storage`:`3Gi`}}}");
-    expect_str("an existing pre-resize annotation stays as it is", "patch", got, want);
+    expect_text("an existing pre-resize annotation stays as it is", "patch", got,
+                "{`spec`:{`capacity`:{`storage`:`3Gi`}}}");
     free(got);
-    free(want);
     json_object *pvc = J(PVC("2Gi", "1Gi", ""));
     expect_int("node expansion not done: the annotation stays", "drop",
                rsz_pv_drop_pre_resize(pvc, pv), false);
@@ -633,11 +585,10 @@ static void test_pv_patches(void **state)
     expect_int("node expansion done: the annotation goes", "drop", rsz_pv_drop_pre_resize(pvc, pv),
                true);
     got = rsz_patch_pv_drop_pre_resize();
-    want =
-        T("{`metadata`:{`annotations`:{`volume.alpha.kubernetes.io/pre-resize-capacity`:null}}}");
-    expect_str("drop", "patch", got, want);
+    expect_text(
+        "drop", "patch", got,
+        "{`metadata`:{`annotations`:{`volume.alpha.kubernetes.io/pre-resize-capacity`:null}}}");
     free(got);
-    free(want);
     json_object_put(pvc);
     json_object_put(pv);
 }

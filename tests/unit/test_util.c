@@ -23,31 +23,14 @@
 #include <unistd.h>
 
 #include "util/util.h"
-
-#define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
+#include "table.h"
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static void expect_str(const char *row, const char *what, const char *got, const char *want)
-{
-    if (got == NULL)
-        got = "(null)";
-    if (want == NULL)
-        want = "(null)";
-    if (strcmp(got, want) != 0)
-        fail_msg("[%s] %s:\n  got  \"%s\"\n  want \"%s\"", row, what, got, want);
-}
 
 static void expect_prefix(const char *row, const char *what, const char *got, const char *want)
 {
     if (strncmp(got, want, strlen(want)) != 0)
         fail_msg("[%s] %s:\n  got  \"%s\"\n  want prefix \"%s\"", row, what, got, want);
-}
-
-static void expect_int(const char *row, const char *what, long long got, long long want)
-{
-    if (got != want)
-        fail_msg("[%s] %s: got %lld, want %lld", row, what, got, want);
 }
 
 static void slurp(FILE *fp, char *buf, size_t len)
