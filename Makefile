@@ -98,15 +98,16 @@ $(LIB): $(LIB_OBJS)
 # Each program folder builds a static library of its files without main()
 # (so tests can link its pure parts) and a binary from the file with main().
 
-APP_DIRS  := $(foreach d,provisioner resizer attacher registrar livenessprobe cosi/controller cosi/sidecar hack/example-driver hack/example-cosi-driver hack/kube-lite hack/kubelet-sim,$(if $(wildcard $(d)/*.c),$(d)))
+APP_DIRS  := $(foreach d,provisioner resizer snapshotter attacher registrar livenessprobe cosi/controller cosi/sidecar hack/example-driver hack/example-cosi-driver hack/kube-lite hack/kubelet-sim,$(if $(wildcard $(d)/*.c),$(d)))
 bin_name   = $(if $(filter hack/example-driver,$(1)),example-csi-driver,$(if $(filter cosi/%,$(1)),objectstorage-$(notdir $(1)),$(if $(filter registrar,$(1)),csi-node-driver-registrar,$(if $(filter livenessprobe,$(1)),livenessprobe,$(if $(filter hack/%,$(1)),$(notdir $(1)),csi-$(notdir $(1)))))))
 app_main   = $(shell grep -l '^int main' $(1)/*.c 2>/dev/null)
 app_lib    = $(B)/lib/lib$(subst /,-,$(1)).a
 # Another program's core a binary links (before the common library): the
-# resizer builds its volume capability with the attacher's rule. A folder
+# resizer builds its volume capability with the attacher's rule (the
+# snapshotter takes its error and time texts). A folder
 # listed here comes before the one it uses in APP_DIRS, so that test
 # binaries, which link every program library in that order, resolve it.
-app_uses   = $(if $(filter resizer,$(1)),$(call app_lib,attacher))
+app_uses   = $(if $(filter resizer snapshotter,$(1)),$(call app_lib,attacher))
 # A folder gets a binary only once one of its files has main().
 BINS      := $(foreach d,$(APP_DIRS),$(if $(call app_main,$(d)),$(B)/bin/$(call bin_name,$(d))))
 APP_LIBS  := $(foreach d,$(APP_DIRS),$(call app_lib,$(d)))
@@ -198,7 +199,7 @@ test: deps
 	$(MAKE) -j$(JOBS) SAN=1 B=build/asan tests
 	tests/run.sh --all $(B) build/asan
 
-SRC_DIRS     := $(wildcard common tests hack provisioner resizer attacher registrar livenessprobe cosi)
+SRC_DIRS     := $(wildcard common tests hack provisioner resizer snapshotter attacher registrar livenessprobe cosi)
 FORMAT_FILES  = $(shell find $(SRC_DIRS) -name '*.[ch]' -not -path '*/build/*' | sort)
 LINT_SRCS     = $(filter %.c,$(FORMAT_FILES))
 

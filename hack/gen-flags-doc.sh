@@ -30,6 +30,7 @@ BINARIES=(
   "csi-attacher csi-attacher"
   "csi-node-driver-registrar csi-node-driver-registrar"
   "csi-resizer csi-resizer"
+  "csi-snapshotter csi-snapshotter"
   "objectstorage-controller objectstorage-controller"
   "objectstorage-sidecar objectstorage-sidecar"
   "example-csi-driver example-csi-driver"

@@ -81,10 +81,30 @@ static const char *const VA_FIELDS[] = {"o spec",
                                         "b status.attached",
                                         "m status.attachmentMetadata",
                                         NULL};
-#define SNAP(res, kind, ns)                                                                        \
+#define SNAP(res, kind, ns, fields)                                                                \
     {                                                                                              \
-        "snapshot.storage.k8s.io", "v1", res, kind, ns, NULL                                       \
+        "snapshot.storage.k8s.io", "v1", res, kind, ns, fields                                     \
     }
+/* What csi-snapshotter and the provisioner read of a content (the CRD's types). */
+static const char *const VSC_FIELDS[] = {"o spec",
+                                         "s spec.driver",
+                                         "s spec.deletionPolicy",
+                                         "n spec.volumeSnapshotClassName",
+                                         "o spec.source",
+                                         "s spec.source.volumeHandle",
+                                         "s spec.source.snapshotHandle",
+                                         "o spec.volumeSnapshotRef",
+                                         "n spec.volumeSnapshotRef.name",
+                                         "n spec.volumeSnapshotRef.namespace",
+                                         "n spec.volumeSnapshotRef.uid",
+                                         "o status",
+                                         "s status.snapshotHandle",
+                                         "b status.readyToUse",
+                                         "s status.volumeGroupSnapshotHandle",
+                                         "o status.error",
+                                         "s status.error.message",
+                                         "t status.error.time",
+                                         NULL};
 
 /* objectstorage.k8s.io/v1alpha1 (COSI). */
 #define COSI(res, kind, ns, fields)                                                                \
@@ -151,9 +171,9 @@ const kube_resource KUBE_BUCKETACCESS =
     COSI("bucketaccesses", "BucketAccess", true, BUCKETACCESS_FIELDS);
 const kube_resource KUBE_BUCKETACCESSCLASS =
     COSI("bucketaccessclasses", "BucketAccessClass", false, BUCKETACCESSCLASS_FIELDS);
-const kube_resource KUBE_VOLUMESNAPSHOT = SNAP("volumesnapshots", "VolumeSnapshot", true);
+const kube_resource KUBE_VOLUMESNAPSHOT = SNAP("volumesnapshots", "VolumeSnapshot", true, NULL);
 const kube_resource KUBE_VOLUMESNAPSHOTCONTENT =
-    SNAP("volumesnapshotcontents", "VolumeSnapshotContent", false);
+    SNAP("volumesnapshotcontents", "VolumeSnapshotContent", false, VSC_FIELDS);
 
 /* Appends one path segment at p, percent-escaping everything outside RFC
  * 3986's unreserved set: a name can never inject "/", "?" or "%" into the
