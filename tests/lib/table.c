@@ -62,3 +62,29 @@ void th_expect_int(const char *row, const char *what, long long got, long long w
         fail_msg("[%s]%s%s: got %lld, want %lld", row, what ? " " : "", what ? what : "", got,
                  want);
 }
+
+void th_expect_json(const char *row, const json_object *got, const char *want_q)
+{
+    json_object *want = th_json(want_q);
+    /* json_object_equal takes non-const pointers but does not write. */
+    if (!json_object_equal((json_object *)got, want))
+        fail_msg("[%s]\n  got  %s\n  want %s", row,
+                 got ? json_object_to_json_string((json_object *)got) : "(none)",
+                 want ? json_object_to_json_string(want) : "(none)");
+    json_object_put(want);
+}
+
+void th_expect_json_text(const char *row, const char *got, const char *want_q)
+{
+    if (!got || !want_q) {
+        if (got || want_q)
+            fail_msg("[%s]\n  got  %s\n  want %s", row, got ? got : "(none)",
+                     want_q ? want_q : "(none)");
+        return;
+    }
+    json_object *g = kobj_parse_text(got, strlen(got));
+    if (!g)
+        fail_msg("[%s] not JSON (%s):\n  got  %s", row, util_err_last(), got);
+    th_expect_json(row, g, want_q);
+    json_object_put(g);
+}

@@ -28,6 +28,12 @@ void th_expect_str(const char *row, const char *what, const char *got, const cha
 /* th_expect_str against `want_q` written with ` for " (NULL: NULL). */
 void th_expect_text(const char *row, const char *what, const char *got, const char *want_q);
 void th_expect_int(const char *row, const char *what, long long got, long long want);
+/* Fails unless the JSON value `got` equals the fixture `want_q` (written
+ * with ` for "); both are printed on a difference. */
+void th_expect_json(const char *row, const json_object *got, const char *want_q);
+/* The same for `got` as JSON text; a NULL `got` equals only a NULL
+ * `want_q`, and text that does not parse fails. */
+void th_expect_json_text(const char *row, const char *got, const char *want_q);
 
 #define N_ROWS(t)                           TH_N_ROWS(t)
 #define Q(text)                             th_quote(text)
@@ -35,5 +41,7 @@ void th_expect_int(const char *row, const char *what, long long got, long long w
 #define expect_str(row, what, got, want)    th_expect_str(row, what, got, want)
 #define expect_text(row, what, got, want_q) th_expect_text(row, what, got, want_q)
 #define expect_int(row, what, got, want)    th_expect_int(row, what, got, want)
+#define expect_json(row, got, want_q)       th_expect_json(row, got, want_q)
+#define expect_json_text(row, got, want_q)  th_expect_json_text(row, got, want_q)
 
 #endif

@@ -25,24 +25,6 @@
 
 #define DA "hostpath.csi.example.com"
 
-/* ---- helpers ------------------------------------------------------------------------- */
-
-/* `got` (a JSON text, may be NULL) equals the fixture `want` (NULL: none). */
-static void expect_json(const char *row, const char *got, const char *want)
-{
-    if (!want || !got) {
-        if (want || got)
-            fail_msg("[%s]\n  got  %s\n  want %s", row, got ? got : "(none)",
-                     want ? want : "(none)");
-        return;
-    }
-    json_object *g = json_tokener_parse(got), *w = J(want);
-    if (!g || !json_object_equal(g, w))
-        fail_msg("[%s]\n  got  %s\n  want %s", row, got, json_object_to_json_string(w));
-    json_object_put(g);
-    json_object_put(w);
-}
-
 /* ---- names --------------------------------------------------------------------------- */
 
 static void test_names_follow_the_kubelet_and_the_attach_detach_controller(void **state)
@@ -722,7 +704,7 @@ static void test_claim_patches_mark_progress_finish_and_failure_as_the_kubelet(v
             got = ksim_resize_finished_patch(pvc, "2Gi");
         else
             got = ksim_resize_failed_patch(pvc, r->code, "boom", 1704067200);
-        expect_json(r->name, got, r->want);
+        expect_json_text(r->name, got, r->want);
         free(got);
         json_object_put(pvc);
     }
@@ -850,14 +832,14 @@ static void test_running_patch_makes_a_pod_running_and_ready_once(void **state)
     for (size_t i = 0; i < N_ROWS(running_rows); i++) {
         json_object *pod = J(running_rows[i].pod);
         char *p = ksim_pod_running_patch(pod, T0);
-        expect_json(running_rows[i].name, p, running_rows[i].want);
+        expect_json_text(running_rows[i].name, p, running_rows[i].want);
         free(p);
         json_object_put(pod);
     }
     char *d = ksim_pod_delete_options("u1");
-    expect_json("delete: grace period 0, precondition on the uid", d,
-                "{`apiVersion`:`v1`,`kind`:`DeleteOptions`,`gracePeriodSeconds`:0,"
-                "`preconditions`:{`uid`:`u1`}}");
+    expect_json_text("delete: grace period 0, precondition on the uid", d,
+                     "{`apiVersion`:`v1`,`kind`:`DeleteOptions`,`gracePeriodSeconds`:0,"
+                     "`preconditions`:{`uid`:`u1`}}");
     free(d);
 }
 
@@ -868,7 +850,7 @@ static void test_node_is_registered_with_the_attach_detach_annotation(void **sta
     (void)state;
     json_object *n = ksim_node_object("node-1");
     char *text = kobj_to_text(n, NULL);
-    expect_json(
+    expect_json_text(
         "the Node: hostname label, controller-managed attach-detach", text,
         "{`apiVersion`:`v1`,`kind`:`Node`,`metadata`:{`name`:`node-1`,"
         "`labels`:{`kubernetes.io/hostname`:`node-1`},"
@@ -878,9 +860,9 @@ static void test_node_is_registered_with_the_attach_detach_annotation(void **sta
     json_object_put(n);
     json_object *bare = J("{`metadata`:{`name`:`node-1`}}");
     char *p = ksim_node_cmad_patch(bare);
-    expect_json("an existing Node without it gets it", p,
-                "{`metadata`:{`annotations`:{`volumes.kubernetes.io/"
-                "controller-managed-attach-detach`:`true`}}}");
+    expect_json_text("an existing Node without it gets it", p,
+                     "{`metadata`:{`annotations`:{`volumes.kubernetes.io/"
+                     "controller-managed-attach-detach`:`true`}}}");
     free(p);
     json_object_put(bare);
     json_object *off = J("{`metadata`:{`annotations`:{`volumes.kubernetes.io/"
@@ -928,13 +910,13 @@ static void test_node_status_keeps_transition_times_and_lists_volumes_in_use(voi
         }
     }
     char *cap = kobj_to_text(kobj_path(o, "status.capacity"), NULL);
-    expect_json("capacity", cap, "{`cpu`:`2`,`memory`:`4Gi`,`pods`:`110`}");
+    expect_json_text("capacity", cap, "{`cpu`:`2`,`memory`:`4Gi`,`pods`:`110`}");
     free(cap);
     char *alloc = kobj_to_text(kobj_path(o, "status.allocatable"), NULL);
-    expect_json("allocatable", alloc, "{`cpu`:`2`,`memory`:`4Gi`,`pods`:`110`}");
+    expect_json_text("allocatable", alloc, "{`cpu`:`2`,`memory`:`4Gi`,`pods`:`110`}");
     free(alloc);
     char *vols = kobj_to_text(kobj_path(o, "status.volumesInUse"), NULL);
-    expect_json("volumesInUse", vols, "[`kubernetes.io/csi/a^1`,`kubernetes.io/csi/b^2`]");
+    expect_json_text("volumesInUse", vols, "[`kubernetes.io/csi/a^1`,`kubernetes.io/csi/b^2`]");
     free(vols);
     expect_str("nodeInfo.kubeletVersion", NULL, kobj_path_str(o, "status.nodeInfo.kubeletVersion"),
                KSIM_KUBELET_VERSION);
@@ -969,8 +951,8 @@ static void test_capacity_reports_ephemeral_storage_when_known(void **state)
     char *p = ksim_node_status_patch(&ni, NULL, NULL, 0, T0);
     json_object *o = kobj_parse_text(p, strlen(p));
     char *cap = kobj_to_text(kobj_path(o, "status.capacity"), NULL);
-    expect_json("ephemeral-storage when known; memory as the API server prints 1000 bytes", cap,
-                "{`cpu`:`1`,`memory`:`1k`,`pods`:`5`,`ephemeral-storage`:`2Ki`}");
+    expect_json_text("ephemeral-storage when known; memory as the API server prints 1000 bytes",
+                     cap, "{`cpu`:`1`,`memory`:`1k`,`pods`:`5`,`ephemeral-storage`:`2Ki`}");
     free(cap);
     json_object_put(o);
     free(p);
@@ -982,28 +964,28 @@ static void test_lease_is_held_by_the_node_and_owned_by_it(void **state)
     struct timespec now = {.tv_sec = T0, .tv_nsec = 123456789};
     json_object *l = ksim_lease_object("node-1", "nuid", 40, &now);
     char *text = kobj_to_text(l, NULL);
-    expect_json("the Lease: kube-node-lease, holder, 40 s, MicroTime, owner", text,
-                "{`apiVersion`:`coordination.k8s.io/v1`,`kind`:`Lease`,"
-                "`metadata`:{`name`:`node-1`,`namespace`:`kube-node-lease`,"
-                "`ownerReferences`:[{`apiVersion`:`v1`,`kind`:`Node`,`name`:`node-1`,"
-                "`uid`:`nuid`}]},"
-                "`spec`:{`holderIdentity`:`node-1`,`leaseDurationSeconds`:40,"
-                "`renewTime`:`2023-11-14T22:13:20.123456Z`}}");
+    expect_json_text("the Lease: kube-node-lease, holder, 40 s, MicroTime, owner", text,
+                     "{`apiVersion`:`coordination.k8s.io/v1`,`kind`:`Lease`,"
+                     "`metadata`:{`name`:`node-1`,`namespace`:`kube-node-lease`,"
+                     "`ownerReferences`:[{`apiVersion`:`v1`,`kind`:`Node`,`name`:`node-1`,"
+                     "`uid`:`nuid`}]},"
+                     "`spec`:{`holderIdentity`:`node-1`,`leaseDurationSeconds`:40,"
+                     "`renewTime`:`2023-11-14T22:13:20.123456Z`}}");
     free(text);
     char *p = ksim_lease_renew_patch(l, "node-1", "nuid", 40, &now);
-    expect_json("renewing an owned Lease touches the spec only", p,
-                "{`spec`:{`holderIdentity`:`node-1`,`leaseDurationSeconds`:40,"
-                "`renewTime`:`2023-11-14T22:13:20.123456Z`}}");
+    expect_json_text("renewing an owned Lease touches the spec only", p,
+                     "{`spec`:{`holderIdentity`:`node-1`,`leaseDurationSeconds`:40,"
+                     "`renewTime`:`2023-11-14T22:13:20.123456Z`}}");
     free(p);
     json_object_put(l);
     l = ksim_lease_object("node-1", NULL, 40, &now);
     assert_null(kobj_path(l, "metadata.ownerReferences"));
     p = ksim_lease_renew_patch(l, "node-1", "nuid", 40, &now);
-    expect_json("a Lease made before the Node was known gets its owner", p,
-                "{`metadata`:{`ownerReferences`:[{`apiVersion`:`v1`,`kind`:`Node`,"
-                "`name`:`node-1`,`uid`:`nuid`}]},"
-                "`spec`:{`holderIdentity`:`node-1`,`leaseDurationSeconds`:40,"
-                "`renewTime`:`2023-11-14T22:13:20.123456Z`}}");
+    expect_json_text("a Lease made before the Node was known gets its owner", p,
+                     "{`metadata`:{`ownerReferences`:[{`apiVersion`:`v1`,`kind`:`Node`,"
+                     "`name`:`node-1`,`uid`:`nuid`}]},"
+                     "`spec`:{`holderIdentity`:`node-1`,`leaseDurationSeconds`:40,"
+                     "`renewTime`:`2023-11-14T22:13:20.123456Z`}}");
     free(p);
     json_object_put(l);
 }

@@ -28,15 +28,6 @@
 #include "provisioner/provisioner.h"
 #include "table.h"
 
-static void expect_json(const char *row, const json_object *got, const char *want_text)
-{
-    json_object *want = J(want_text);
-    if (!json_object_equal((json_object *)got, want))
-        fail_msg("[%s]\n  got  %s\n  want %s", row, json_object_to_json_string((json_object *)got),
-                 json_object_to_json_string(want));
-    json_object_put(want);
-}
-
 /* An entry text for claim `name` with uid `uid`. */
 static char *entry(const char *uid, const char *name)
 {

@@ -23,16 +23,6 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-/* Compares a JSON value with a fixture; prints both on a difference. */
-static void expect_json(const char *row, json_object *got, const char *want_text)
-{
-    json_object *want = J(want_text);
-    if (!json_object_equal(got, want))
-        fail_msg("[%s]\n  got  %s\n  want %s", row, json_object_to_json_string(got),
-                 json_object_to_json_string(want));
-    json_object_put(want);
-}
-
 /* A topology from "k=v,k2=v2" ("" gives no segments); free with topo_free. */
 static Csi__V1__Topology *topo(const char *spec)
 {

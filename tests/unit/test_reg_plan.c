@@ -31,21 +31,6 @@
 
 /* ---- helpers --------------------------------------------------------------------- */
 
-static void expect_text_json(const char *row, const char *got, const char *want_text)
-{
-    if (!want_text || !got) {
-        if (want_text || got)
-            fail_msg("[%s]\n  got  %s\n  want %s", row, got ? got : "(none)",
-                     want_text ? want_text : "(none)");
-        return;
-    }
-    json_object *g = json_tokener_parse(got), *w = J(want_text);
-    if (!g || !json_object_equal(g, w))
-        fail_msg("[%s]\n  got  %s\n  want %s", row, got, json_object_to_json_string(w));
-    json_object_put(g);
-    json_object_put(w);
-}
-
 /* A driver record: "k=v,k2=v2" segments, max volumes. */
 static void drv(nodereg_driver *d, const char *name, const char *id, const char *segs, int64_t max)
 {
@@ -105,7 +90,7 @@ static void test_nodeid_annotation_merge_keeps_other_drivers_and_refuses_malform
             fail_msg("[%s] rc %d, want %d (%s)", r->name, rc, r->rc, util_err_last());
         if (rc < 0 && !strstr(util_err_last(), ANN))
             fail_msg("[%s] the error does not name the annotation: %s", r->name, util_err_last());
-        expect_text_json(r->name, out, r->want);
+        expect_json_text(r->name, out, r->want);
         /* Sorted keys, compact, as the kubelet (Go's json.Marshal) writes it. */
         if (out && r->want) {
             char *want = Q(r->want);
@@ -197,7 +182,7 @@ static void test_node_patch_is_guarded_and_never_touches_other_drivers(void **st
         int rc = nodereg_node_patch(node, &d, r->install, &patch);
         if (rc != r->rc)
             fail_msg("[%s] rc %d, want %d (%s)", r->name, rc, r->rc, util_err_last());
-        expect_text_json(r->name, patch, r->want);
+        expect_json_text(r->name, patch, r->want);
         free(patch);
         nodereg_driver_clear(&d);
         json_object_put(node);
@@ -325,7 +310,7 @@ static void test_csinode_entry_upsert_and_removal(void **state)
             fail_msg("[%s] rc %d, want %d (%s)", r->name, rc, r->rc, util_err_last());
         if (again != r->again)
             fail_msg("[%s] again %d, want %d", r->name, again, r->again);
-        expect_text_json(r->name, patch, r->want);
+        expect_json_text(r->name, patch, r->want);
         free(patch);
         nodereg_driver_clear(&d);
         json_object_put(cn);
@@ -344,11 +329,11 @@ static void test_csinode_is_created_owned_by_its_node(void **state)
                    "`annotations`:{`storage.alpha.kubernetes.io/migrated-plugins`:`a/x`}},"
                    "`spec`:{`drivers`:[{`name`:`d.io`,`nodeID`:`id`,`topologyKeys`:[],"
                    "`allocatable`:{`count`:4}}]}}");
-    expect_text_json("created CSINode", json_object_to_json_string(cn), want);
+    expect_json_text("created CSINode", json_object_to_json_string(cn), want);
     assert_true(nodereg_csinode_has(cn, &d));
     json_object_put(cn);
     cn = nodereg_csinode_new(node, NULL, NULL);
-    expect_text_json(
+    expect_json_text(
         "the kubelet's empty CSINode", json_object_to_json_string(cn),
         "{`apiVersion`:`storage.k8s.io/v1`,`kind`:`CSINode`,`metadata`:{`name`:`n`,"
         "`ownerReferences`:[{`apiVersion`:`v1`,`kind`:`Node`,`name`:`n`,`uid`:`u-1`}]},"
