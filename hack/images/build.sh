@@ -11,7 +11,7 @@
 #                                                without podman, from the COPY lines of
 #                                                its Containerfile (and its base's)
 #
-# IMAGE is one of: csi-provisioner csi-attacher csi-resizer csi-node-driver-registrar
+# IMAGE is one of: csi-provisioner csi-attacher csi-resizer csi-snapshotter csi-node-driver-registrar
 # livenessprobe example-csi-driver. Environment: IMAGES (a subset, space-separated), IMAGE_TAG (default: git describe, and
 # "latest" as well), PODMAN_OPTS (extra global podman options, e.g.
 # "--root DIR --runroot DIR" for a private store). The context is
@@ -20,7 +20,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-ALL_IMAGES=(csi-provisioner csi-attacher csi-resizer csi-node-driver-registrar livenessprobe example-csi-driver)
+ALL_IMAGES=(csi-provisioner csi-attacher csi-resizer csi-snapshotter csi-node-driver-registrar livenessprobe example-csi-driver)
 read -r -a IMAGES <<<"${IMAGES:-${ALL_IMAGES[*]}}"
 
 mode=build

@@ -2,7 +2,7 @@
 # The container images (hack/images/): csi-provisioner's root filesystem is
 # assembled from the same Containerfiles and context `make images` uses, and
 # its binary runs --version from it with chroot, as root and as the image's
-# user 65532 (csi-resizer's and livenessprobe's as well). Where podman works (plain build only: sanitizer binaries are
+# user 65532 (csi-resizer's, csi-snapshotter's and livenessprobe's as well). Where podman works (plain build only: sanitizer binaries are
 # not for images), the base and csi-provisioner images are also built with
 # podman in a private store, and the image's own filesystem, user and
 # entrypoint are checked the same way.
@@ -82,7 +82,7 @@ check "hack/images/build.sh --rootfs assembles $IMG" "$WORK/rootfs" "$out"
 check_rootfs "rootfs" "$WORK/rootfs"
 
 # Every other image's root filesystem runs its binary too (the same base).
-for other in csi-resizer livenessprobe; do
+for other in csi-resizer csi-snapshotter livenessprobe; do
   out=$("$ROOT/hack/images/build.sh" --rootfs "$WORK/rootfs-$other" $other "$B" 2>&1)
   check "hack/images/build.sh --rootfs assembles $other" "$WORK/rootfs-$other" "$out"
   contains "$other: --version runs in its root filesystem as the image's user 65532" "$other " \
