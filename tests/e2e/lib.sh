@@ -111,6 +111,26 @@ faults() {
 has_event() { local e; e=$(events "$1"); [[ "$e" == *"$2"* ]]; }
 phase_is() { [ "$(jp "$1" "$2" '{.status.phase}')" = "$3" ]; }
 is_gone() { local out; out=$(K get "$1" "$2" -o name 2>&1); [[ "$out" == *NotFound* ]]; }
+# drv_eval DIR EXPR: the Python expression EXPR over the example driver's DIR/state/status.json,
+# with s (the whole file; empty lists when it cannot be read yet), vols, snaps, and
+# byname/byid/snapbyname/snapbyid (volumes and snapshots by name and id). A string prints as
+# it is, anything else as JSON with sorted keys. Each suite's drv names its driver's DIR.
+drv_eval() {
+  python3 -c '
+import json, sys
+try:
+    s = json.load(open(sys.argv[1] + "/state/status.json"))
+except Exception:
+    s = {"volumes": [], "snapshots": [], "calls": {}}
+vols = s.get("volumes", [])
+snaps = s.get("snapshots", [])
+byname = {v.get("name"): v for v in vols}
+byid = {v.get("id"): v for v in vols}
+snapbyname = {v.get("name"): v for v in snaps}
+snapbyid = {v.get("id"): v for v in snaps}
+r = eval(sys.argv[2])
+print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1" "$2"
+}
 drv_calls() { drv "$1" "s.get('calls', {}).get('$2', 0)"; }
 kl_up() { grep -qs 'serving on http' "$WORK/kube-lite.log" || ! alive kube-lite; }
 KP() { kubectl --kubeconfig "$WORK/provisioner.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
@@ -185,6 +205,32 @@ world_up() {
   fi
   bad "the real control plane starts" "$(tail -n 20 "$WORK/k8s-up.log")"
   return 1
+}
+# rbac_world_up NAME ACCOUNT [KUBE-LITE-FLAGS...]: world_up with TLS (certificates in
+# $WORK/pki), bearer tokens and RBAC for one sidecar's suite: the admin (admin-token, in
+# system:masters) and NAME-token for system:serviceaccount:$NS:ACCOUNT, whose kubeconfig is
+# $WORK/NAME.kubeconfig. The flags go to world_up (e.g. --controllers binder). 0 once the
+# API serves.
+rbac_world_up() {
+  local name=$1 account=$2
+  shift 2
+  "$ROOT/hack/kube-lite/gen-certs.sh" "$WORK/pki" >/dev/null
+  printf 'admin-token,admin,1,"system:masters"\n%s-token,system:serviceaccount:%s:%s,2\n' \
+    "$name" "$NS" "$account" >"$WORK/tokens.csv"
+  world_up --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
+    --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
+    --authorization-mode RBAC --kubeconfig-token admin-token "$@" || return 1
+  sed "s/token: admin-token/token: $name-token/" "$WORK/admin.kubeconfig" >"$WORK/$name.kubeconfig"
+}
+# require_tools TOOL...: each is installed, else a failed check and the suite ends
+require_tools() {
+  local t
+  for t in "$@"; do command -v "$t" >/dev/null || { bad "$t is installed (hack/install-deps.sh)"; finish; }; done
+}
+# require_built FILE...: each is built, else a failed check and the suite ends
+require_built() {
+  local f
+  for f in "$@"; do [ -x "$f" ] || { bad "${f##*/} is built (make tests)"; finish; }; done
 }
 world_down() { on_real && [ -d "$WORK/k8s" ] && "$ROOT/hack/kubernetes/cluster.sh" down "$WORK/k8s"; return 0; }
 # acurl ARGS... PATH: curl as the admin against the API (TLS and token when the world has them)

@@ -32,42 +32,17 @@ EXPECT_LAST="$WORK/last"
 
 trap cleanup EXIT
 
-# drv DIR EXPR: EXPR over the driver's status.json (s; vols; byname; byid)
-drv() {
-  python3 -c '
-import json, sys
-try:
-    s = json.load(open(sys.argv[1] + "/state/status.json"))
-except Exception:
-    s = {"volumes": [], "calls": {}}
-vols = s.get("volumes", [])
-byname = {v["name"]: v for v in vols}
-byid = {v["id"]: v for v in vols}
-r = eval(sys.argv[2])
-print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1" "$2"
-}
+# drv DIR EXPR: EXPR over the driver in DIR (lib.sh's drv_eval)
+drv() { drv_eval "$1" "$2"; }
 KA() { kubectl --kubeconfig "$WORK/attacher.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
 started() { grep -qs 'attacher started' "$WORK/$1.log" || ! alive "$1"; }
 
-for tool in kubectl python3 openssl curl; do
-  command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; echo "$passed passed, $failed failed"; exit 1; }
-done
-[ -x "$ATT" ] && [ -x "$CSI_CALL" ] || { bad "csi-attacher and csi_call are built (make tests)"; echo "$passed passed, $failed failed"; exit 1; }
+require_tools kubectl python3 openssl curl
+require_built "$ATT" "$CSI_CALL"
 
 # ---- kube-lite with TLS, tokens, RBAC and the attach stand-in -----------------------------
 
-"$ROOT/hack/kube-lite/gen-certs.sh" "$WORK/pki" >/dev/null
-cat >"$WORK/tokens.csv" <<EOF
-admin-token,admin,1,"system:masters"
-attacher-token,system:serviceaccount:$NS:csi-attacher,2
-EOF
-if ! world_up --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
-  --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
-  --authorization-mode RBAC --kubeconfig-token admin-token --controllers binder,attach; then
-  echo "$passed passed, $failed failed"
-  exit 1
-fi
-sed 's/token: admin-token/token: attacher-token/' "$WORK/admin.kubeconfig" >"$WORK/attacher.kubeconfig"
+rbac_world_up attacher csi-attacher --controllers binder,attach || finish
 
 contains "without rbac.yaml the attacher's account may not watch VolumeAttachments" "Forbidden" \
   "$(KA get volumeattachments 2>&1)"

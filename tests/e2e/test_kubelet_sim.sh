@@ -92,19 +92,8 @@ va_attached() { [ "$(api "/apis/storage.k8s.io/v1/volumeattachments/$1" | jq -r 
 va_gone() { [ "$(api "/apis/storage.k8s.io/v1/volumeattachments/$1" | jq -r '.code // 0')" = 404 ]; }
 unique() { echo "kubernetes.io/csi/$1^$2"; }
 sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
-# drv DIR EXPR: EXPR over the driver's status.json (s; vols; byid), as lib.sh's drv_calls expects
-drv() {
-  python3 -c '
-import json, sys
-try:
-    s = json.load(open(sys.argv[1] + "/state/status.json"))
-except Exception:
-    s = {"volumes": [], "calls": {}}
-vols = s.get("volumes", [])
-byid = {v["id"]: v for v in vols}
-r = eval(sys.argv[2])
-print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1" "$2"
-}
+# drv DIR EXPR: EXPR over the driver in DIR (lib.sh's drv_eval)
+drv() { drv_eval "$1" "$2"; }
 staged_at() { drv "$1" "byid.get('$2', {}).get('staged', {}).get('staging_target_path', '')"; }
 targets() { drv "$1" "sorted(p['target_path'] for p in byid.get('$2', {}).get('node_publications', []))" | tee "$EXPECT_LAST"; }
 published_nodes() { drv "$1" "sorted(byid.get('$2', {}).get('published_nodes', []))"; }

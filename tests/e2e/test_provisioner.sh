@@ -29,19 +29,8 @@ trap cleanup EXIT
 
 # ---- kubectl and JSON -------------------------------------------------------------------
 
-# drv DIR EXPR: EXPR over the driver's status.json (s; vols; byname = volumes by name)
-drv() {
-  python3 -c '
-import json, sys
-try:
-    s = json.load(open(sys.argv[1] + "/state/status.json"))
-except Exception:
-    s = {"volumes": [], "calls": {}}
-vols = s.get("volumes", [])
-byname = {v["name"]: v for v in vols}
-r = eval(sys.argv[2])
-print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$1" "$2"
-}
+# drv DIR EXPR: EXPR over the driver in DIR (lib.sh's drv_eval)
+drv() { drv_eval "$1" "$2"; }
 events() {
   K get events -n "${2:-$NS}" --field-selector "involvedObject.name=$1" \
     -o jsonpath='{range .items[*]}{.reason}{"\t"}{.message}{"\n"}{end}' 2>/dev/null

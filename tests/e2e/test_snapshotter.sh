@@ -37,44 +37,17 @@ EXPECT_LAST="$WORK/last"
 
 trap cleanup EXIT
 
-# drv EXPR: EXPR over the driver's status.json (s; vols; snaps; byid; snapbyname; snapbyid)
-drv() {
-  python3 -c '
-import json, sys
-try:
-    s = json.load(open(sys.argv[1] + "/state/status.json"))
-except Exception:
-    s = {"volumes": [], "snapshots": [], "calls": {}}
-vols = s.get("volumes", [])
-snaps = s.get("snapshots", [])
-byid = {v["id"]: v for v in vols}
-snapbyname = {v["name"]: v for v in snaps}
-snapbyid = {v["id"]: v for v in snaps}
-r = eval(sys.argv[2])
-print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$WORK/drv" "$1"
-}
+# drv EXPR: EXPR over the driver's state (lib.sh's drv_eval)
+drv() { drv_eval "$WORK/drv" "$1"; }
 KS() { kubectl --kubeconfig "$WORK/snapshotter.kubeconfig" --cache-dir "$WORK/cache" --request-timeout=10s "$@"; }
 started() { grep -qs 'Starting CSI snapshotter' "$WORK/$1.log" || ! alive "$1"; }
 
-for tool in kubectl python3 openssl curl; do
-  command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; echo "$passed passed, $failed failed"; exit 1; }
-done
-[ -x "$SNAP" ] && [ -x "$PROV" ] && [ -x "$DRV" ] && [ -x "$CSI_CALL" ] || { bad "csi-snapshotter, csi-provisioner, example-csi-driver and csi_call are built (make tests)"; echo "$passed passed, $failed failed"; exit 1; }
+require_tools kubectl python3 openssl curl
+require_built "$SNAP" "$PROV" "$DRV" "$CSI_CALL"
 
 # ---- the world: TLS, tokens, RBAC ------------------------------------------------------------
 
-"$ROOT/hack/kube-lite/gen-certs.sh" "$WORK/pki" >/dev/null
-cat >"$WORK/tokens.csv" <<EOF
-admin-token,admin,1,"system:masters"
-snapshotter-token,system:serviceaccount:$NS:csi-snapshotter,2
-EOF
-if ! world_up --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
-  --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
-  --authorization-mode RBAC --kubeconfig-token admin-token --controllers binder; then
-  echo "$passed passed, $failed failed"
-  exit 1
-fi
-sed 's/token: admin-token/token: snapshotter-token/' "$WORK/admin.kubeconfig" >"$WORK/snapshotter.kubeconfig"
+rbac_world_up snapshotter csi-snapshotter --controllers binder || finish
 if on_real; then
   out=$(K apply -f "$ROOT/manifests/snapshotter/crd/" 2>&1)
   contains "the snapshot CRDs apply" "customresourcedefinition.apiextensions.k8s.io/volumesnapshotcontents.snapshot.storage.k8s.io created" "$out"
