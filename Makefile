@@ -98,7 +98,7 @@ $(LIB): $(LIB_OBJS)
 # Each program folder builds a static library of its files without main()
 # (so tests can link its pure parts) and a binary from the file with main().
 
-APP_DIRS  := $(foreach d,provisioner resizer snapshotter attacher registrar livenessprobe cosi/controller cosi/sidecar hack/example-driver hack/example-cosi-driver hack/kube-lite hack/kubelet-sim,$(if $(wildcard $(d)/*.c),$(d)))
+APP_DIRS  := $(foreach d,provisioner resizer snapshotter attacher registrar livenessprobe cosi/controller cosi/sidecar hack/example-driver hack/example-cosi-driver hack/kube-lite hack/kubelet-sim hack/snapshot-controller-sim,$(if $(wildcard $(d)/*.c),$(d)))
 bin_name   = $(if $(filter hack/example-driver,$(1)),example-csi-driver,$(if $(filter cosi/%,$(1)),objectstorage-$(notdir $(1)),$(if $(filter registrar,$(1)),csi-node-driver-registrar,$(if $(filter livenessprobe,$(1)),livenessprobe,$(if $(filter hack/%,$(1)),$(notdir $(1)),csi-$(notdir $(1)))))))
 app_main   = $(shell grep -l '^int main' $(1)/*.c 2>/dev/null)
 app_lib    = $(B)/lib/lib$(subst /,-,$(1)).a
