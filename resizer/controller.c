@@ -19,6 +19,15 @@
  * claims whose last expansion failed finally, and the "slow set" of claims
  * the driver called infeasible, retried at --retry-interval-max only while
  * the size asked stays the same.
+ *
+ * With --handle-volume-inuse-error (upstream's default) a pod informer
+ * tells which claims unfinished pods use. Its cache is the whole store: it
+ * keeps only unfinished pods with claim volumes, cut down to their names and
+ * claim names (rsz_pod_slim), with an index "claim" -> pods. A claim whose
+ * last ControllerExpandVolume answered FAILED_PRECONDITION (the driver
+ * expands offline only) is not sent to the driver again while the index
+ * names a pod for it; the claim's backoff retries find out when it is free,
+ * as upstream's do.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -32,6 +41,7 @@
 
 #include "attacher/attacher.h"
 #include "kobj/kobj.h"
+#include "modify.h"
 #include "resizer.h"
 #include "wq/wq.h"
 
@@ -47,12 +57,15 @@ struct rsz_ctrl {
     rsz_ctrl_opts o;
     rsz_config cfg;
     kube_informer *pvcs, *pvs;
+    kube_informer *pods; /* NULL without --handle-volume-inuse-error */
+    rsz_modify *modify;  /* NULL without the modify controller */
     wq *q;
     bool pool;
     pthread_mutex_t mu;       /* guards the three tables */
     struct lh_table *overlay; /* "pvc:ns/name" or "pv:name" -> struct written */
     struct lh_table *slow;    /* claim key -> util_duration* (monotonic time added) */
     struct lh_table *final;   /* claim keys whose last expansion failed finally */
+    struct lh_table *inuse;   /* claim UIDs whose last expansion answered "in use" */
 };
 
 /* ---- tables ------------------------------------------------------------------------------- */
@@ -184,14 +197,55 @@ static json_object *fresh(rsz_ctrl *c, const char *kind, json_object *cached)
     return use;
 }
 
+/* ---- volumes in use ------------------------------------------------------------------------ */
+
+#define POD_INDEX "claim"
+
+static void set_inuse(rsz_ctrl *c, const json_object *pvc, bool on)
+{
+    const char *uid = kobj_uid(pvc);
+    pthread_mutex_lock(&c->mu);
+    table_set(c->inuse, uid ? uid : "", on ? util_strdup("1") : NULL);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static bool has_inuse(rsz_ctrl *c, const json_object *pvc)
+{
+    const char *uid = kobj_uid(pvc);
+    pthread_mutex_lock(&c->mu);
+    bool r = lh_table_lookup_entry(c->inuse, uid ? uid : "") != NULL;
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+static void count_pod(void *ud, json_object *pod)
+{
+    (void)pod;
+    (*(size_t *)ud)++;
+}
+
+/* Unfinished pods that use the claim (0 without the pod informer). */
+static size_t pods_using(rsz_ctrl *c, const json_object *pvc)
+{
+    size_t n = 0;
+    if (!c->pods)
+        return 0;
+    char *key = kube_key(pvc);
+    kube_informer_by_index(c->pods, POD_INDEX, key, count_pod, &n);
+    free(key);
+    return n;
+}
+
 static void forget_claim(rsz_ctrl *c, const json_object *pvc)
 {
     char *key = kube_key(pvc);
     char *k = overlay_key("pvc", pvc);
+    const char *uid = kobj_uid(pvc);
     pthread_mutex_lock(&c->mu);
     lh_table_delete(c->overlay, k);
     lh_table_delete(c->slow, key);
     lh_table_delete(c->final, key);
+    lh_table_delete(c->inuse, uid ? uid : "");
     pthread_mutex_unlock(&c->mu);
     wq_forget(c->q, key);
     free(k);
@@ -359,13 +413,27 @@ static int expand(rsz_ctrl *c, const char *key, json_object **pvc, json_object *
         json_object_put(*pvc);
         *pvc = answer;
     }
+    if (rsz_inuse_blocks(has_inuse(c, *pvc), pods_using(c, *pvc))) {
+        /* Offline expansion only, and a pod still uses the volume: no
+         * driver call until the backoff finds the claim free. */
+        char *text = rsz_inuse_text(*pvc, c->cfg.driver_name);
+        event(c, *pvc, true, RSZ_EV_FAILED, text);
+        rc = util_err_set(-EBUSY, "%s", text);
+        free(text);
+        free(pre);
+        return rc;
+    }
     char *msg = util_asprintf("External resizer is resizing volume %s", pv_name);
     event(c, *pvc, false, RSZ_EV_RESIZING, msg);
     free(msg);
 
     struct result res;
+    /* Forgotten before each call; the answer records it again if so. */
+    set_inuse(c, *pvc, false);
     rc = resize(c, pv, plan, &res);
     if (rc < 0) {
+        if (rsz_error_inuse(res.code))
+            set_inuse(c, *pvc, true);
         if (c->cfg.recover)
             record_failure(c, key, pvc, &res);
         char *text = rsz_failed_text(pv_name, c->cfg.driver_name, res.err);
@@ -427,10 +495,13 @@ static int sync_claim(rsz_ctrl *c, const char *key)
     if (!pv) {
         /* The cache holds this driver's PVs only: a PV missing there is
          * another driver's (nothing to do) or not seen yet (retry, as
-         * upstream does). One GET tells them apart. */
+         * upstream does). One GET tells them apart; an answer that is not
+         * a well-formed PV proves nothing (retry). */
         char *path = kube_path(&KUBE_PV, NULL, vol, NULL);
         kube_resp r = {0};
-        bool foreign = kube_get(c->o.kube, path, &r) == 0 && !rsz_pv_is_ours(&c->cfg, r.body);
+        bool foreign = kube_get(c->o.kube, path, &r) == 0 &&
+                       kube_object_check(&KUBE_PV, r.body, vol) == 0 &&
+                       !rsz_pv_is_ours(&c->cfg, r.body);
         kube_resp_clear(&r);
         free(path);
         if (!foreign)
@@ -486,19 +557,25 @@ static void queue_claim(rsz_ctrl *c, const json_object *pvc)
 
 static void pvc_added(void *ud, json_object *pvc)
 {
-    queue_claim(ud, pvc);
+    rsz_ctrl *c = ud;
+    if (!c->cfg.no_resize)
+        queue_claim(c, pvc);
+    rsz_modify_pvc_added(c->modify, pvc);
 }
 
 static void pvc_updated(void *ud, json_object *old, json_object *pvc)
 {
     rsz_ctrl *c = ud;
-    if (rsz_pvc_update_needs_sync(&c->cfg, old, pvc))
+    if (!c->cfg.no_resize && rsz_pvc_update_needs_sync(&c->cfg, old, pvc))
         queue_claim(c, pvc);
+    rsz_modify_pvc_updated(c->modify, old, pvc);
 }
 
 static void pvc_deleted(void *ud, json_object *pvc)
 {
-    forget_claim(ud, pvc);
+    rsz_ctrl *c = ud;
+    forget_claim(c, pvc);
+    rsz_modify_pvc_deleted(c->modify, pvc);
 }
 
 static bool keep_pvc(void *ud, const json_object *pvc)
@@ -528,6 +605,18 @@ static void slim_pv(void *ud, json_object *obj)
     kobj_del(obj, "status");
 }
 
+static void slim_pod(void *ud, json_object *pod)
+{
+    (void)ud;
+    rsz_pod_slim(pod);
+}
+
+static bool keep_pod(void *ud, const json_object *pod)
+{
+    (void)ud;
+    return rsz_pod_uses_claims(pod);
+}
+
 static int informer(rsz_ctrl *c, const kube_resource *res, void (*tr)(void *, json_object *),
                     bool (*keep)(void *, const json_object *), kube_handlers h, kube_informer **out)
 {
@@ -550,6 +639,7 @@ int rsz_ctrl_start(const rsz_ctrl_opts *opts, const rsz_config *cfg, rsz_ctrl **
     c->overlay = lh_kchar_table_new(64, free_written);
     c->slow = lh_kchar_table_new(16, free_entry);
     c->final = lh_kchar_table_new(16, free_entry);
+    c->inuse = lh_kchar_table_new(16, free_entry);
     char *qname = util_asprintf("%s-pvc", cfg->driver_name ? cfg->driver_name : "");
     c->q = wq_new(&(wq_opts){.name = qname,
                              .base_delay = opts->retry_start,
@@ -560,6 +650,19 @@ int rsz_ctrl_start(const rsz_ctrl_opts *opts, const rsz_config *cfg, rsz_ctrl **
     if (rc == 0)
         rc = informer(c, &KUBE_PVC, slim, keep_pvc,
                       (kube_handlers){pvc_added, pvc_updated, pvc_deleted, c, false}, &c->pvcs);
+    /* Before the claim informer starts: its events reach the modify queue. */
+    if (rc == 0 && cfg->modify)
+        rc = rsz_modify_new(opts, cfg, c->pvcs, c->pvs, &c->modify);
+    if (rc == 0 && opts->handle_inuse && !cfg->no_resize) {
+        /* No handlers: the cache and its index are the in-use store. */
+        kube_informer_opts po = {
+            .res = &KUBE_POD, .transform = slim_pod, .transform_ud = c, .keep = keep_pod};
+        rc = kube_informer_new(c->o.kube, &po, &c->pods);
+        if (rc == 0)
+            rc = kube_informer_add_index(c->pods, POD_INDEX, rsz_pod_claim_keys);
+        if (rc == 0)
+            rc = kube_informer_start(c->pods);
+    }
     if (rc == 0)
         rc = kube_informer_start(c->pvs);
     if (rc == 0)
@@ -568,6 +671,8 @@ int rsz_ctrl_start(const rsz_ctrl_opts *opts, const rsz_config *cfg, rsz_ctrl **
         rc = kube_informer_wait_for_sync(c->pvs, 5 * UTIL_MINUTE);
     if (rc == 0)
         rc = kube_informer_wait_for_sync(c->pvcs, 5 * UTIL_MINUTE);
+    if (rc == 0 && c->pods)
+        rc = kube_informer_wait_for_sync(c->pods, 5 * UTIL_MINUTE);
     int n = opts->workers > 0 ? opts->workers : 1;
     /* --workers is a maximum: idle, no thread is kept (each would keep its
      * stack and malloc cache); a burst grows the pool. */
@@ -577,18 +682,23 @@ int rsz_ctrl_start(const rsz_ctrl_opts *opts, const rsz_config *cfg, rsz_ctrl **
                        .slow_delay = opts->retry_max,
                        .sync = claim_work,
                        .ud = c};
-    if (rc == 0) {
+    if (rc == 0 && !cfg->no_resize) {
         rc = wq_pool_start(c->q, &po);
         c->pool = rc == 0;
     }
+    if (rc == 0 && c->modify)
+        rc = rsz_modify_start(c->modify);
     if (rc < 0) {
         util_err_set(rc, "starting the resizer failed: %s", util_err_last());
         rsz_ctrl_stop(c);
         return rc;
     }
     malloc_trim(0);
-    obs_info("Starting external resizer %s: up to %d workers%s", cfg->driver_name, n,
-             cfg->trivial ? " (node expansion only)" : "");
+    obs_info("Starting external resizer %s: up to %d workers%s%s", cfg->driver_name, n,
+             cfg->no_resize ? " (modify only)"
+             : cfg->trivial ? " (node expansion only)"
+                            : "",
+             c->pods ? ", volumes in use tracked" : "");
     *out = c;
     return 0;
 }
@@ -599,15 +709,19 @@ void rsz_ctrl_stop(rsz_ctrl *c)
         return;
     kube_informer_stop(c->pvcs);
     kube_informer_stop(c->pvs);
+    kube_informer_stop(c->pods);
+    rsz_modify_free(c->modify);
     wq_shutdown(c->q, false);
     if (c->pool)
         wq_pool_join(c->q);
     kube_informer_free(c->pvcs);
     kube_informer_free(c->pvs);
+    kube_informer_free(c->pods);
     wq_free(c->q);
     lh_table_free(c->overlay);
     lh_table_free(c->slow);
     lh_table_free(c->final);
+    lh_table_free(c->inuse);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }

@@ -4,8 +4,10 @@
  * trivial resizer for a driver that expands on the node only), then the
  * controller (controller.c) while this replica leads the lease
  * "external-resizer-<sanitized driver>". Misconfiguration exits 1 with one
- * line saying what to fix. The VolumeAttributesClass modify controller of
- * upstream's binary is not here: its flags are accepted.
+ * line saying what to fix. A driver with MODIFY_VOLUME also gets the
+ * VolumeAttributesClass modify controller (modify.c) while the gate
+ * VolumeAttributesClass is on: by default when the API server serves
+ * storage.k8s.io/v1 VolumeAttributesClass, as upstream probes.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kobj/kobj.h"
 #include "resizer.h"
 #include "sidecar/sidecar.h"
 
@@ -29,7 +32,7 @@ struct flags {
 };
 
 struct gates {
-    bool annotate_fs_resize, recover, release_on_exit;
+    bool annotate_fs_resize, recover, release_on_exit, vac;
 };
 
 static void die(const char *msg)
@@ -56,8 +59,7 @@ static void add_flags(util_flags *f, struct flags *fl)
     util_flags_duration(f, "resync-period", &fl->resync, "Resync period for cache");
     util_flags_int(f, "workers", &fl->workers, "Concurrency to process multiple resize requests");
     util_flags_bool(f, "extra-modify-metadata", &fl->extra_modify_metadata,
-                    "If set, add pv/pvc metadata to plugin modify requests as parameters "
-                    "(accepted; there is no modify controller here).");
+                    "If set, add pv/pvc metadata to plugin modify requests as parameters.");
     util_flags_duration(f, "timeout", &fl->timeout, "Timeout for waiting for CSI driver socket.");
     util_flags_duration(f, "retry-interval-start", &fl->retry_start,
                         "Initial retry interval of failed volume resize. It exponentially "
@@ -66,11 +68,47 @@ static void add_flags(util_flags *f, struct flags *fl)
                         "Maximum retry interval of failed volume resize.");
     util_flags_bool(f, "handle-volume-inuse-error", &fl->handle_inuse,
                     "Flag to turn on/off capability to handle volume in use error in resizer "
-                    "controller (accepted; volumes in use are not tracked here).");
+                    "controller. Defaults to true if not set.");
     util_flags_string(f, "feature-gates", &fl->feature_gates,
                       "A set of key=value pairs that describe feature gates: "
                       "AnnotateFsResize=true|false, RecoverVolumeExpansionFailure=true|false, "
                       "ReleaseLeaderElectionOnExit=true|false, VolumeAttributesClass=true|false.");
+}
+
+/* The gate named in --feature-gates at all (upstream's ExplicitlySet). */
+static bool gate_named(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = text; p && *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (strncmp(p, name, n) == 0 && (p[n] == '=' || p[n] == ' '))
+            return true;
+        p = strchr(p, ',');
+    }
+    return false;
+}
+
+/* Does the API server serve storage.k8s.io/v1 VolumeAttributesClass?
+ * (upstream's IsVolumeAttributesClassV1Enabled: 404 is no). */
+static int vac_v1_served(kube_client *kc, bool *served)
+{
+    *served = false;
+    kube_resp r = {0};
+    int rc = kube_get(kc, "/apis/storage.k8s.io/v1", &r);
+    if (rc < 0 && kube_is_not_found(&r))
+        rc = 0;
+    else if (rc < 0)
+        rc = util_err_set(rc, "%s", r.message);
+    /* kobj reads a field of the wrong type as missing. */
+    json_object *res = kobj_arr(r.body, "resources");
+    for (size_t i = 0; rc == 0 && i < kobj_len(res); i++) {
+        const char *kind = kobj_str(kobj_at(res, i), "kind");
+        if (kind && strcmp(kind, "VolumeAttributesClass") == 0)
+            *served = true;
+    }
+    kube_resp_clear(&r);
+    return rc;
 }
 
 static const char *lock_name(void *ud, const char *driver)
@@ -136,11 +174,11 @@ int main(int argc, char **argv)
     if (fl.workers < 1)
         die("--workers must be greater than zero");
     /* Upstream's gates with their defaults. */
-    struct gates g = {.annotate_fs_resize = true, .recover = true};
+    struct gates g = {.annotate_fs_resize = true, .recover = true, .vac = true};
     const sidecar_gate gates[] = {{"AnnotateFsResize", &g.annotate_fs_resize},
                                   {"RecoverVolumeExpansionFailure", &g.recover},
                                   {"ReleaseLeaderElectionOnExit", &g.release_on_exit},
-                                  {"VolumeAttributesClass", NULL},
+                                  {"VolumeAttributesClass", &g.vac},
                                   {NULL, NULL}};
     if (sidecar_gates_parse(fl.feature_gates, gates) < 0)
         die(util_err_last());
@@ -169,16 +207,29 @@ int main(int argc, char **argv)
         CSI_CAP(caps.controller, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME);
     if (mode == RSZ_MODE_NO_CONTROLLER)
         die("Failed to create CSI resizer: CSI driver does not support controller service");
+    if (mode == RSZ_MODE_NONE && !modify)
+        die("CSI driver does not support resize nor modify");
     if (mode == RSZ_MODE_NONE)
-        die(modify ? "CSI driver neither supports controller resize nor node resize, and "
-                     "ControllerModifyVolume (VolumeAttributesClass) is not implemented here"
-                   : "CSI driver does not support resize nor modify");
+        obs_info("Resize not supported: CSI driver neither supports controller resize nor node "
+                 "resize");
     if (mode == RSZ_MODE_TRIVIAL)
         obs_info("The CSI driver supports node resize only, using trivial resizer to handle "
                  "resize requests");
-    if (modify)
-        obs_info("The CSI driver supports ControllerModifyVolume: VolumeAttributesClass changes "
-                 "are not handled by this csi-resizer");
+    if (!modify)
+        obs_info("Modify not supported: CSI driver does not support controller modify");
+    if (!gate_named(fl.feature_gates, "VolumeAttributesClass")) {
+        bool served = false;
+        if (vac_v1_served(sidecar_kube(s), &served) < 0)
+            obs_error("Failed to check VolumeAttributesClass V1 API availability: %s",
+                      util_err_last());
+        else if (served)
+            obs_info("VolumeAttributesClass v1 API is available");
+        else {
+            obs_info("Disabling VolumeAttributesClass feature gate because the "
+                     "VolumeAttributesClass v1 API is not available");
+            g.vac = false;
+        }
+    }
 
     struct run_ctx r = {0};
     r.cfg = (rsz_config){
@@ -189,6 +240,9 @@ int main(int argc, char **argv)
         .trivial = mode == RSZ_MODE_TRIVIAL,
         .recover = g.recover,
         .annotate_resize = g.annotate_fs_resize,
+        .no_resize = mode == RSZ_MODE_NONE,
+        .modify = modify && g.vac,
+        .extra_modify_metadata = fl.extra_modify_metadata,
     };
     char *component = rsz_component(r.cfg.driver_name);
     kube_recorder *rec = kube_recorder_new(sidecar_kube(s), component, NULL);
@@ -203,6 +257,7 @@ int main(int argc, char **argv)
         .retry_max = fl.retry_max,
         .resync = fl.resync,
         .workers = fl.workers,
+        .handle_inuse = fl.handle_inuse,
     };
     if (sidecar_serve(s, run, &r) < 0)
         die(util_err_last());

@@ -349,6 +349,110 @@ bool rsz_error_infeasible(int code)
     return code == CSI_INVALID_ARGUMENT || code == CSI_OUT_OF_RANGE || code == CSI_NOT_FOUND;
 }
 
+/* ---- volumes in use -------------------------------------------------------------------- */
+
+bool rsz_error_inuse(int code)
+{
+    return code == CSI_FAILED_PRECONDITION;
+}
+
+bool rsz_pod_finished(const json_object *pod)
+{
+    const char *phase = kobj_path_str(pod, "status.phase");
+    return phase && (is(phase, "Succeeded") || is(phase, "Failed"));
+}
+
+/* spec.volumes[i].persistentVolumeClaim.claimName, or NULL. */
+static const char *volume_claim(const json_object *vols, size_t i)
+{
+    const char *n = kobj_path_str(kobj_at(vols, i), "persistentVolumeClaim.claimName");
+    return n && *n ? n : NULL;
+}
+
+bool rsz_pod_uses_claims(const json_object *pod)
+{
+    if (rsz_pod_finished(pod))
+        return false;
+    json_object *vols = kobj_path(pod, "spec.volumes");
+    size_t n = kobj_len(vols);
+    for (size_t i = 0; i < n; i++)
+        if (volume_claim(vols, i))
+            return true;
+    return false;
+}
+
+void rsz_pod_claim_keys(const json_object *pod, void (*add)(void *ctx, const char *key), void *ctx)
+{
+    if (rsz_pod_finished(pod))
+        return;
+    const char *ns = kobj_namespace(pod);
+    json_object *vols = kobj_path(pod, "spec.volumes");
+    size_t n = kobj_len(vols);
+    for (size_t i = 0; i < n; i++) {
+        const char *claim = volume_claim(vols, i);
+        bool seen = false;
+        for (size_t j = 0; claim && j < i && !seen; j++)
+            seen = str_eq(volume_claim(vols, j), claim);
+        if (!claim || seen)
+            continue;
+        char *key = util_asprintf("%s/%s", ns ? ns : "", claim);
+        add(ctx, key);
+        free(key);
+    }
+}
+
+void rsz_pod_slim(json_object *pod)
+{
+    json_object *md = kobj_obj(pod, "metadata");
+    json_object *keep_md = json_object_new_object();
+    static const char *const meta_keys[] = {"name", "namespace", "uid", "resourceVersion"};
+    for (size_t i = 0; i < sizeof(meta_keys) / sizeof(meta_keys[0]); i++) {
+        json_object *v = kobj_get(md, meta_keys[i]);
+        if (v)
+            json_object_object_add(keep_md, meta_keys[i], json_object_get(v));
+    }
+    json_object *vols = kobj_path(pod, "spec.volumes");
+    json_object *keep_vols = json_object_new_array();
+    size_t n = kobj_len(vols);
+    for (size_t i = 0; i < n; i++) {
+        const char *claim = volume_claim(vols, i);
+        if (!claim)
+            continue;
+        json_object *src = json_object_new_object(), *vol = json_object_new_object();
+        json_object_object_add(src, "claimName", json_object_new_string(claim));
+        json_object_object_add(vol, "persistentVolumeClaim", src);
+        json_object_array_add(keep_vols, vol);
+    }
+    json_object *spec = json_object_new_object();
+    json_object_object_add(spec, "volumes", keep_vols);
+    /* Drop everything else: the claim names are all the index reads. */
+    while (json_object_object_length(pod) > 0) {
+        const char *k = NULL;
+        json_object_object_foreach(pod, key, val)
+        {
+            (void)val;
+            k = key;
+            break;
+        }
+        json_object_object_del(pod, k);
+    }
+    json_object_object_add(pod, "metadata", keep_md);
+    json_object_object_add(pod, "spec", spec);
+}
+
+bool rsz_inuse_blocks(bool inuse_error, size_t pods_using)
+{
+    return inuse_error && pods_using > 0;
+}
+
+char *rsz_inuse_text(const json_object *pvc, const char *driver)
+{
+    const char *ns = kobj_namespace(pvc), *name = kobj_name(pvc);
+    return util_asprintf("Unable to expand %s/%s because CSI driver %s only supports offline "
+                         "expansion and volume is currently in-use",
+                         ns ? ns : "", name ? name : "", driver ? driver : "");
+}
+
 /* ---- API writes --------------------------------------------------------------------------------
  */
 

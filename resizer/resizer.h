@@ -81,6 +81,12 @@ typedef struct rsz_config {
     bool trivial;
     bool recover;         /* feature gate RecoverVolumeExpansionFailure (upstream: GA, on) */
     bool annotate_resize; /* feature gate AnnotateFsResize (upstream: beta, on) */
+    /* Which controllers run: resize (the driver expands, in the controller
+     * or on the node) and modify (MODIFY_VOLUME and the VolumeAttributes-
+     * Class gate). */
+    bool no_resize;
+    bool modify;
+    bool extra_modify_metadata; /* --extra-modify-metadata */
 } rsz_config;
 
 typedef enum {
@@ -170,6 +176,30 @@ bool rsz_error_final(int code);
 /* Infeasible: INVALID_ARGUMENT, OUT_OF_RANGE, NOT_FOUND. */
 bool rsz_error_infeasible(int code);
 
+/* ---- volumes in use (--handle-volume-inuse-error) ------------------------------------------ */
+
+/* The driver expands this volume offline only: FAILED_PRECONDITION
+ * (upstream's inUseError; the CSI spec's ControllerExpandVolume table). */
+bool rsz_error_inuse(int code);
+/* A pod in phase Succeeded or Failed uses no claim (isPodTerminated). */
+bool rsz_pod_finished(const json_object *pod);
+/* An unfinished pod with at least one persistentVolumeClaim volume: the
+ * only pods the in-use index keeps. */
+bool rsz_pod_uses_claims(const json_object *pod);
+/* Calls add(ctx, "<pod namespace>/<claimName>") once per claim an
+ * unfinished pod's volumes name (a kube_index_fn). */
+void rsz_pod_claim_keys(const json_object *pod, void (*add)(void *ctx, const char *key), void *ctx);
+/* Cuts a pod down to what the index reads: metadata name, namespace, uid,
+ * resourceVersion and the claim names of spec.volumes. In place. */
+void rsz_pod_slim(json_object *pod);
+/* The expansion waits: the driver's last answer for this claim was an
+ * in-use error and some unfinished pod still uses the claim. */
+bool rsz_inuse_blocks(bool inuse_error, size_t pods_using);
+/* Upstream's Warning text when it waits: "Unable to expand <ns>/<name>
+ * because CSI driver <driver> only supports offline expansion and volume is
+ * currently in-use". */
+char *rsz_inuse_text(const json_object *pvc, const char *driver);
+
 /* ---- API writes (JSON merge patches, caller frees) --------------------------------------------
  */
 
@@ -213,6 +243,104 @@ char *rsz_patch_pv_drop_pre_resize(void);
 /* "resize volume \"<pv>\" by resizer \"<driver>\" failed: <err>". */
 char *rsz_failed_text(const char *pv, const char *driver, const char *err);
 
+/* ---- VolumeAttributesClass modify (modify_plan.c) ----------------------------------------------
+ * Upstream's pkg/modifycontroller: a bound claim whose
+ * spec.volumeAttributesClassName differs from its
+ * status.currentVolumeAttributesClassName -> ControllerModifyVolume with the
+ * class's parameters -> the PV's spec.volumeAttributesClassName and the
+ * claim's status (modifyVolumeStatus, conditions). */
+
+/* status.modifyVolumeStatus.status values. */
+#define RSZ_MOD_PENDING     "Pending"
+#define RSZ_MOD_IN_PROGRESS "InProgress"
+#define RSZ_MOD_INFEASIBLE  "Infeasible"
+/* Condition types. */
+#define RSZ_COND_MODIFYING    "ModifyingVolume"
+#define RSZ_COND_MODIFY_ERROR "ModifyVolumeError"
+/* Event reasons. */
+#define RSZ_EV_MODIFY           "VolumeModify"
+#define RSZ_EV_MODIFY_FAILED    "VolumeModifyFailed"
+#define RSZ_EV_MODIFY_SUCCESS   "VolumeModifySuccessful"
+#define RSZ_EV_MODIFY_CANCELLED "VolumeModifyCanceled"
+/* The PV annotations the provisioner sets for a modify secret. */
+#define RSZ_ANN_MODIFY_SECRET_NAME "volume.kubernetes.io/controller-modify-secret-name"
+#define RSZ_ANN_MODIFY_SECRET_NS   "volume.kubernetes.io/controller-modify-secret-namespace"
+/* --extra-modify-metadata keys. */
+#define RSZ_PARAM_PVC_NAME "csi.storage.k8s.io/pvc/name"
+#define RSZ_PARAM_PVC_NS   "csi.storage.k8s.io/pvc/namespace"
+#define RSZ_PARAM_PV_NAME  "csi.storage.k8s.io/pv/name"
+
+/* spec.volumeAttributesClassName, status.currentVolumeAttributesClassName,
+ * status.modifyVolumeStatus.status and .targetVolumeAttributesClassName;
+ * "" when missing (Go's ptr.Deref). The status: NULL when there is no
+ * modifyVolumeStatus at all. */
+const char *rsz_pvc_vac(const json_object *pvc);
+const char *rsz_pvc_current_vac(const json_object *pvc);
+const char *rsz_pvc_modify_status(const json_object *pvc);
+const char *rsz_pvc_modify_target(const json_object *pvc);
+
+/* Does an informer update old -> new need a modify sync? (updatePVC: the
+ * class changed or no modify is recorded, and the claim is Bound.) */
+bool rsz_modify_update_needs_sync(const json_object *old, const json_object *obj);
+
+typedef enum {
+    RSZ_MOD_NONE = 0, /* nothing to do */
+    RSZ_MOD_DELAY,    /* infeasible before with this target: wait (slow set) */
+    RSZ_MOD_ROLLBACK, /* spec class cleared: drop ModifyingVolume, event */
+    RSZ_MOD_CONTINUE, /* call the driver again with the recorded target */
+    RSZ_MOD_START,    /* a new target: check the class, mark InProgress, call */
+} rsz_mod_step;
+
+typedef struct rsz_mod_plan {
+    rsz_mod_step step;
+    const char *target; /* the class to modify to (borrowed from the claim) */
+    bool slow_forget;   /* take the claim out of the slow set */
+    bool slow_mark;     /* put it in (status Infeasible) */
+} rsz_mod_plan;
+
+/*
+ * Upstream's modify() and delayModificationIfRecentlyInfeasible up to the
+ * driver call. `uncertain`: the last call for this claim failed with a
+ * non-final error (or the claim was InProgress at start-up); `slow`: the
+ * claim is in the slow set and not expired.
+ */
+void rsz_modify_plan(const json_object *pvc, bool uncertain, bool slow, rsz_mod_plan *out);
+
+/* The modifyVolumeStatus after a failed call: Infeasible for
+ * INVALID_ARGUMENT only, else InProgress. */
+const char *rsz_modify_failed_status(int code);
+
+/* ControllerModifyVolumeRequest: volume_id = spec.csi.volumeHandle,
+ * mutable_parameters = the class's parameters (+ the claim's and PV's names
+ * with `extra`). -EINVAL with upstream's message for a PV without a CSI
+ * source or handle. Free with rsz_modify_request_free. */
+int rsz_modify_request(const json_object *pv, const json_object *vac, const json_object *pvc,
+                       bool extra, Csi__V1__ControllerModifyVolumeRequest **out);
+void rsz_modify_request_free(Csi__V1__ControllerModifyVolumeRequest *req);
+/* The modify secret: the PV's controller-modify-secret annotations when both
+ * are set, else spec.csi.controllerExpandSecretRef; both NULL for none. */
+void rsz_modify_secret_ref(const json_object *pv, const char **ns, const char **name);
+/* Copies a Secret's `data` into the request; -EINVAL for non-base64. */
+int rsz_modify_request_set_secrets(Csi__V1__ControllerModifyVolumeRequest *req,
+                                   const json_object *secret);
+
+/*
+ * markControllerModifyVolumeStatus: status.modifyVolumeStatus.status =
+ * `status`; unless Pending, the conditions ModifyingVolume and (after a
+ * failure: `err_code` != 0) ModifyVolumeError merged in as upstream's
+ * MergePVCConditions. Without an error the target becomes the spec's class.
+ * Guarded by the claim's resourceVersion.
+ */
+char *rsz_patch_modify_status(const json_object *pvc, const char *status, int err_code,
+                              const char *err_msg, time_t now);
+/* Done: modifyVolumeStatus removed, currentVolumeAttributesClassName =
+ * `target`, both modify conditions dropped. Unguarded, as upstream. */
+char *rsz_patch_modify_done(const json_object *pvc, const char *target);
+/* Rolled back: the ModifyingVolume condition dropped. Unguarded. */
+char *rsz_patch_modify_rolled_back(const json_object *pvc);
+/* The PV's spec.volumeAttributesClassName = target. */
+char *rsz_patch_pv_vac(const char *target);
+
 /* ---- the controller ------------------------------------------------------------------------- */
 
 typedef struct rsz_ctrl rsz_ctrl;
@@ -227,6 +355,7 @@ typedef struct rsz_ctrl_opts {
     util_duration retry_max;   /* --retry-interval-max; also the slow-retry period */
     util_duration resync;      /* --resync-period */
     int workers;               /* --workers */
+    bool handle_inuse;         /* --handle-volume-inuse-error: the pod informer */
 } rsz_ctrl_opts;
 
 /* Starts informers (waits for their first lists) and workers. */

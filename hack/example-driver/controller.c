@@ -243,6 +243,9 @@ static void create_locked(drv *d, drv_model *m, const struct create_args *a, csi
     v->src_id = a->src_id ? util_strdup(a->src_id) : NULL;
     for (size_t i = 0; i < req->n_parameters; i++)
         drv_kvs_add(&v->params, req->parameters[i]->key, req->parameters[i]->value);
+    for (size_t i = 0; i < req->n_mutable_parameters; i++)
+        drv_kvs_set(&v->mutable_params, req->mutable_parameters[i]->key,
+                    req->mutable_parameters[i]->value);
     if (DRV_PLUGIN_CAP(d, VOLUME_ACCESSIBILITY_CONSTRAINTS)) {
         /* First preferred, else first requisite, else where this node is. */
         const Csi__V1__TopologyRequirement *tr = req->accessibility_requirements;
@@ -930,6 +933,36 @@ void drv_controller_expand(drv *d, const ProtobufCMessage *msg, csi_reply *reply
     drv_model *m = drv_store_lock(d->store);
     expand_locked(d, m, req, reply);
     drv_store_unlock(d->store);
+}
+
+/* ---- ControllerModifyVolume ------------------------------------------------------------ */
+
+/* The volume takes the new values; keys not named keep theirs. Nothing is
+ * checked beyond the volume's existence: a backend's refusals are played
+ * with fault injection (INVALID_ARGUMENT for an infeasible class). */
+void drv_controller_modify(drv *d, const ProtobufCMessage *msg, csi_reply *reply)
+{
+    const Csi__V1__ControllerModifyVolumeRequest *req = (const void *)msg;
+    if (!req->volume_id || !*req->volume_id) {
+        csi_reply_error(reply, CSI_INVALID_ARGUMENT, "volume_id is required");
+        return;
+    }
+    drv_model *m = drv_store_lock(d->store);
+    drv_volume *v = drv_model_volume(m, req->volume_id);
+    if (!v) {
+        drv_store_unlock(d->store);
+        csi_reply_error(reply, CSI_NOT_FOUND, "volume %s does not exist", req->volume_id);
+        return;
+    }
+    for (size_t i = 0; i < req->n_mutable_parameters; i++)
+        drv_kvs_set(&v->mutable_params, req->mutable_parameters[i]->key,
+                    req->mutable_parameters[i]->value);
+    drv_store_changed(d->store, v);
+    drv_store_unlock(d->store);
+    obs_v(2, "modified volume %s (%zu mutable parameters)", req->volume_id,
+          req->n_mutable_parameters);
+    Csi__V1__ControllerModifyVolumeResponse r = CSI__V1__CONTROLLER_MODIFY_VOLUME_RESPONSE__INIT;
+    csi_reply_ok(reply, &r.base);
 }
 
 /* ---- snapshots ------------------------------------------------------------------------ */

@@ -89,6 +89,8 @@ const char *drv_kvs_get(const drv_kvs *k, const char *key);
 bool drv_kvs_equal(const drv_kvs *a, const drv_kvs *b);
 void drv_kvs_copy(drv_kvs *dst, const drv_kvs *src);
 void drv_kvs_free(drv_kvs *k);
+/* Sets key to value, replacing an entry of the same key. */
+void drv_kvs_set(drv_kvs *k, const char *key, const char *value);
 
 enum { DRV_ACCESS_NONE = 0, DRV_ACCESS_BLOCK = 1, DRV_ACCESS_MOUNT = 2 };
 
@@ -132,7 +134,8 @@ typedef struct drv_volume {
     int src_type;    /* DRV_SRC_* */
     char *src_id;    /* NULL when src_type is DRV_SRC_NONE */
     drv_kvs params;
-    drv_kvs topology; /* n == 0: no accessible_topology */
+    drv_kvs mutable_params; /* CreateVolume's, then ControllerModifyVolume's */
+    drv_kvs topology;       /* n == 0: no accessible_topology */
     drv_pub *pubs;
     size_t n_pubs;
     char *staged_path; /* NULL: not staged on this node */
@@ -281,6 +284,7 @@ void drv_delete_snapshot(drv *d, const ProtobufCMessage *req, csi_reply *reply);
 void drv_list_snapshots(drv *d, const ProtobufCMessage *req, csi_reply *reply);
 void drv_controller_expand(drv *d, const ProtobufCMessage *req, csi_reply *reply);
 void drv_controller_get_volume(drv *d, const ProtobufCMessage *req, csi_reply *reply);
+void drv_controller_modify(drv *d, const ProtobufCMessage *req, csi_reply *reply);
 
 void drv_node_stage(drv *d, const ProtobufCMessage *req, csi_reply *reply);
 void drv_node_unstage(drv *d, const ProtobufCMessage *req, csi_reply *reply);

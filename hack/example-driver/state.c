@@ -58,6 +58,18 @@ void drv_kvs_add(drv_kvs *k, const char *key, const char *value)
     k->n++;
 }
 
+void drv_kvs_set(drv_kvs *k, const char *key, const char *value)
+{
+    for (size_t i = 0; i < k->n; i++) {
+        if (strcmp(k->items[i].key, key) == 0) {
+            free(k->items[i].value);
+            k->items[i].value = util_strdup(value);
+            return;
+        }
+    }
+    drv_kvs_add(k, key, value);
+}
+
 const char *drv_kvs_get(const drv_kvs *k, const char *key)
 {
     for (size_t i = 0; i < k->n; i++)
@@ -222,6 +234,7 @@ void drv_volume_free(drv_volume *v)
     free(v->path);
     free(v->src_id);
     drv_kvs_free(&v->params);
+    drv_kvs_free(&v->mutable_params);
     drv_kvs_free(&v->topology);
     for (size_t i = 0; i < v->n_pubs; i++) {
         free(v->pubs[i].node_id);
@@ -387,6 +400,10 @@ static void jb_volume(jbuf *b, const drv_volume *v)
     jb_kstr(b, &f, "access_type", drv_access_name(v->access_type));
     jb_key(b, &f, "parameters");
     jb_kvs(b, &v->params);
+    if (v->mutable_params.n) {
+        jb_key(b, &f, "mutable_parameters");
+        jb_kvs(b, &v->mutable_params);
+    }
     if (v->src_type != DRV_SRC_NONE) {
         bool sf = true;
         jb_key(b, &f, "source");
@@ -579,6 +596,7 @@ static int load_volume(drv_store *s, json_object *o)
     v->capacity = ji64(o, "capacity_bytes");
     v->access_type = drv_access_from_name(kobj_str(o, "access_type"));
     load_kvs(o, "parameters", &v->params);
+    load_kvs(o, "mutable_parameters", &v->mutable_params);
     load_kvs(o, "topology", &v->topology);
     json_object *src = kobj_obj(o, "source"), *arr, *st;
     if (kobj_str(src, "id")) {
@@ -636,6 +654,7 @@ drv_volume *drv_store_import(drv_store *s, drv_model *m, const char *backend_dir
             v->capacity = ji64(found, "capacity_bytes");
             v->access_type = drv_access_from_name(kobj_str(found, "access_type"));
             load_kvs(found, "parameters", &v->params);
+            load_kvs(found, "mutable_parameters", &v->mutable_params);
             load_kvs(found, "topology", &v->topology);
             drv_model_add_volume(m, v);
             obs_v(2, "volume %s found in %s", id, path);

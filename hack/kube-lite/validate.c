@@ -1416,22 +1416,32 @@ static void csinode_spec(const json_object *obj, kl_errs *e)
     }
 }
 
-static void storageclass_rules(const json_object *obj, kl_errs *e)
+/* validateProvisioner: a driver name, checked lower-cased as a qualified name. */
+static void provisioner_rules(const json_object *obj, const char *key, kl_errs *e)
 {
-    const char *prov = kobj_path_str(obj, "provisioner");
+    const char *prov = kobj_path_str(obj, key);
     if (empty(prov)) {
-        add_required(e, "provisioner", NULL);
+        add_required(e, key, NULL);
     } else {
         char *lower = util_strdup(prov);
         for (char *p = lower; *p; p++)
             *p = (char)tolower((unsigned char)*p);
         strs l = {0};
         qname_msgs(lower, &l);
-        add_each_invalid(e, "provisioner", prov, &l);
+        add_each_invalid(e, key, prov, &l);
         strs_free(&l);
         free(lower);
     }
+}
+
+/* validateParameters: at most 512 keys, none empty, 256 KiB in all; with
+ * !allow_empty (VolumeAttributesClass) at least one. */
+static void parameters_rules(const json_object *obj, bool allow_empty, kl_errs *e)
+{
     json_object *params = kobj_get(obj, "parameters");
+    if (!allow_empty && (!params || !json_object_is_type(params, json_type_object) ||
+                         json_object_object_length(params) == 0))
+        add_required(e, "parameters", "must contain at least one key/value pair");
     if (params && json_object_is_type(params, json_type_object)) {
         if (json_object_object_length(params) > 512) {
             add_too_long(e, "parameters", 512);
@@ -1447,6 +1457,29 @@ static void storageclass_rules(const json_object *obj, kl_errs *e)
                 add_too_long(e, "parameters", 262144);
         }
     }
+}
+
+/* ValidateVolumeAttributesClass (storage.k8s.io v1 and v1beta1 alike). */
+static void vac_rules(const json_object *obj, kl_errs *e)
+{
+    provisioner_rules(obj, "driverName", e);
+    parameters_rules(obj, false, e);
+}
+
+/* ValidatePersistentVolumeClaimStatusUpdate's modifyVolumeStatus rule. */
+static void pvc_status(const json_object *obj, kl_errs *e)
+{
+    static const char *const modify[] = {"InProgress", "Infeasible", "Pending", NULL};
+    json_object *mvs = kobj_path(obj, "status.modifyVolumeStatus");
+    const char *st = kobj_str(mvs, "status");
+    if (mvs && json_object_is_type(mvs, json_type_object) && !one_of(st ? st : "", modify))
+        add_not_supported_str(e, "status.modifyVolumeStatus.status", st ? st : "", modify);
+}
+
+static void storageclass_rules(const json_object *obj, kl_errs *e)
+{
+    provisioner_rules(obj, "provisioner", e);
+    parameters_rules(obj, true, e);
     static const char *const policies[] = {"Delete", "Retain", NULL};
     const char *rp = kobj_path_str(obj, "reclaimPolicy");
     if (!empty(rp) && !one_of(rp, policies))
@@ -1652,8 +1685,11 @@ static void type_rules(const kl_type *t, const json_object *old, const json_obje
         kl_crd_validate(t, obj, e);
         return;
     }
-    if (status_only)
+    if (status_only) {
+        if (is(t, "", "persistentvolumeclaims"))
+            pvc_status(obj, e);
         return;
+    }
     if (is(t, "", "persistentvolumeclaims"))
         pvc_spec(obj, e);
     else if (is(t, "", "persistentvolumes"))
@@ -1662,6 +1698,8 @@ static void type_rules(const kl_type *t, const json_object *old, const json_obje
         csinode_spec(obj, e);
     else if (is(t, "storage.k8s.io", "storageclasses"))
         storageclass_rules(obj, e);
+    else if (is(t, "storage.k8s.io", "volumeattributesclasses"))
+        vac_rules(obj, e);
     else if (is(t, "storage.k8s.io", "csidrivers"))
         csidriver_spec(obj, e);
     else if (is(t, "storage.k8s.io", "csistoragecapacities"))
@@ -1863,6 +1901,14 @@ static void va_update(const json_object *old, const json_object *obj, kl_errs *e
     }
 }
 
+static void vac_update(const json_object *old, const json_object *obj, kl_errs *e)
+{
+    if (!jeq(kobj_get(old, "driverName"), kobj_get(obj, "driverName")))
+        add_forbidden(e, "driverName", "updates to driverName are forbidden.");
+    if (!jeq(kobj_get(old, "parameters"), kobj_get(obj, "parameters")))
+        add_forbidden(e, "parameters", "updates to parameters are forbidden.");
+}
+
 static void storageclass_update(const json_object *old, const json_object *obj, kl_errs *e)
 {
     if (!jeq(kobj_get(old, "parameters"), kobj_get(obj, "parameters")))
@@ -1948,6 +1994,8 @@ void kl_validate_update(const kl_type *t, const json_object *old, const json_obj
         va_update(old, obj, errs);
     else if (is(t, "storage.k8s.io", "storageclasses"))
         storageclass_update(old, obj, errs);
+    else if (is(t, "storage.k8s.io", "volumeattributesclasses"))
+        vac_update(old, obj, errs);
     else if (is(t, "storage.k8s.io", "csidrivers"))
         csidriver_update(old, obj, errs);
     else if (is(t, "storage.k8s.io", "csinodes"))

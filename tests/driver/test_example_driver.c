@@ -1555,6 +1555,78 @@ static void test_expand_volume_grows_and_accounts_capacity(void **state)
     dfree(p);
 }
 
+/* ---- ControllerModifyVolume ------------------------------------------------------------ */
+
+static int modify(dproc *p, const char *vol, const char *key, const char *value)
+{
+    Csi__V1__ControllerModifyVolumeRequest__MutableParametersEntry e =
+        CSI__V1__CONTROLLER_MODIFY_VOLUME_REQUEST__MUTABLE_PARAMETERS_ENTRY__INIT;
+    Csi__V1__ControllerModifyVolumeRequest__MutableParametersEntry *ep = &e;
+    e.key = (char *)key;
+    e.value = (char *)value;
+    Csi__V1__ControllerModifyVolumeRequest req = CSI__V1__CONTROLLER_MODIFY_VOLUME_REQUEST__INIT;
+    req.volume_id = (char *)vol;
+    req.n_mutable_parameters = key ? 1 : 0;
+    req.mutable_parameters = key ? &ep : NULL;
+    return rpc(p, CTRL "ControllerModifyVolume", &req.base,
+               &csi__v1__controller_modify_volume_response__descriptor, NULL);
+}
+
+/* The volume's mutable_parameters in status.json as JSON text (caller frees). */
+static char *mutable_of(dproc *p, const char *name)
+{
+    json_object *st = status(p), *mp = NULL;
+    json_object *v = status_volume(st, name);
+    char *t = util_strdup(v && json_object_object_get_ex(v, "mutable_parameters", &mp)
+                              ? json_object_to_json_string_ext(mp, JSON_C_TO_STRING_PLAIN)
+                              : "");
+    json_object_put(st);
+    return t;
+}
+
+#define MODIFY_CAPS "--controller-caps=CREATE_DELETE_VOLUME,MODIFY_VOLUME"
+
+static void test_modify_volume_records_the_mutable_parameters(void **state)
+{
+    (void)state;
+    dproc *p = dstart(FLAGS(MODIFY_CAPS));
+    cvr r;
+    cvr_init(&r, "m", 100 * MIB, 0);
+    Csi__V1__CreateVolumeRequest__MutableParametersEntry me =
+        CSI__V1__CREATE_VOLUME_REQUEST__MUTABLE_PARAMETERS_ENTRY__INIT;
+    Csi__V1__CreateVolumeRequest__MutableParametersEntry *mep = &me;
+    me.key = "iops";
+    me.value = "100";
+    r.req.n_mutable_parameters = 1;
+    r.req.mutable_parameters = &mep;
+    Csi__V1__CreateVolumeResponse *resp = NULL;
+    assert_int_equal(create(p, &r.req, &resp), CSI_OK);
+    char *id = util_strdup(resp->volume->volume_id);
+    csi__v1__create_volume_response__free_unpacked(resp, NULL);
+    char *t = mutable_of(p, "m");
+    assert_string_equal(t, "{\"iops\":\"100\"}"); /* CreateVolume's */
+    free(t);
+    assert_int_equal(modify(p, id, "iops", "3000"), CSI_OK);
+    assert_int_equal(modify(p, id, "tier", "fast"), CSI_OK);
+    t = mutable_of(p, "m");
+    assert_string_equal(t, "{\"iops\":\"3000\",\"tier\":\"fast\"}"); /* replaced, added */
+    free(t);
+    assert_int_equal(modify(p, "no-such-volume", "iops", "1"), CSI_NOT_FOUND);
+    assert_int_equal(modify(p, "", "iops", "1"), CSI_INVALID_ARGUMENT);
+    free(id);
+    dfree(p);
+}
+
+static void test_modify_volume_needs_the_capability(void **state)
+{
+    (void)state;
+    dproc *p = dstart(FLAGS("--controller-caps=CREATE_DELETE_VOLUME"));
+    char *id = new_volume(p, "m", 100 * MIB);
+    assert_int_equal(modify(p, id, "iops", "1"), CSI_UNIMPLEMENTED);
+    free(id);
+    dfree(p);
+}
+
 static void test_expand_volume_is_idempotent_and_never_shrinks(void **state)
 {
     (void)state;
@@ -2513,6 +2585,8 @@ int main(void)
         cmocka_unit_test(test_list_volumes_negative_max_entries_is_invalid_argument),
         cmocka_unit_test(test_get_capacity_reports_remaining_bytes),
         cmocka_unit_test(test_expand_volume_grows_and_accounts_capacity),
+        cmocka_unit_test(test_modify_volume_records_the_mutable_parameters),
+        cmocka_unit_test(test_modify_volume_needs_the_capability),
         cmocka_unit_test(test_expand_volume_is_idempotent_and_never_shrinks),
         cmocka_unit_test(test_expand_volume_limit_below_its_size_is_out_of_range),
         cmocka_unit_test(test_expand_volume_beyond_the_pool_is_out_of_range),

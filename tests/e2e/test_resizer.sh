@@ -119,7 +119,8 @@ REFUSED0=$(refused)
 mkdir -p "$WORK/drv/state"
 start drv "$DRV" --endpoint "unix://$WORK/drv/csi.sock" --state-dir "$WORK/drv/state" \
   --drivername hostpath.csi.example.com --nodeid node-1 --capacity 20Gi \
-  --plugin-caps CONTROLLER_SERVICE,ONLINE
+  --plugin-caps CONTROLLER_SERVICE,ONLINE \
+  --controller-caps CREATE_DELETE_VOLUME,PUBLISH_UNPUBLISH_VOLUME,LIST_VOLUMES,GET_CAPACITY,EXPAND_VOLUME,CREATE_DELETE_SNAPSHOT,LIST_SNAPSHOTS,CLONE_VOLUME,PUBLISH_READONLY,LIST_VOLUMES_PUBLISHED_NODES,GET_VOLUME,SINGLE_NODE_MULTI_WRITER,MODIFY_VOLUME
 start prov "$PROV" --csi-address "$WORK/drv/csi.sock" --kubeconfig "$WORK/admin.kubeconfig" \
   --worker-threads=4 --retry-interval-start=100ms --retry-interval-max=2s --kube-api-qps=100 --kube-api-burst=200
 HTTP_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -170,7 +171,9 @@ pvc r-blk rsz Block
 pvc r-fail rsz
 pvc r-big rsz
 pvc r-fixed fixed
-for c in r-fs r-blk r-fail r-big r-fixed; do expect "claim $c is provisioned and Bound" 60 bound "$c"; done
+pvc r-use rsz
+pvc r-mod rsz
+for c in r-fs r-blk r-fail r-big r-fixed r-use r-mod; do expect "claim $c is provisioned and Bound" 60 bound "$c"; done
 sleep 1 # the provisioner's last writes land before counting
 PVCP0=$(patches persistentvolumeclaims)
 PVP0=$(patches persistentvolumes)
@@ -262,6 +265,44 @@ print("ok" if len(t) == 3 and t[2] - t[1] >= 0.45 else "gaps %s" % [round(b - a,
 check "the retry after the second failure waited for the backoff" ok "$GAP"
 faults "$WORK/drv" ""
 
+# ---- a volume in use and a driver that expands offline only (--handle-volume-inuse-error) --------------
+# Upstream's rule: FAILED_PRECONDITION records the claim as in use; while an unfinished pod uses
+# it, syncs (on the backoff) send nothing to the driver and say why in a Warning; once no such pod
+# is left, the next retry expands. The pod is never scheduled (no nodeName; no kubelet in this
+# test): Pending is not finished, so it counts as using the claim, in both worlds.
+
+HU=$(handle_of r-use)
+PVU=$(pv_of r-use)
+post "/api/v1/namespaces/$NS/pods" '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p-use"},"spec":{"containers":[{"name":"app","image":"busybox"}],"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"r-use"}}]}}'
+pod_seen() { [ -n "$(api "/api/v1/namespaces/$NS/pods/p-use" | pyj 'o.get("metadata", {}).get("uid", "")')" ]; }
+expect "a pod uses r-use" 10 pod_seen
+sleep 1 # the resizer's pod informer has seen it
+faults "$WORK/drv" '{"ControllerExpandVolume": {"fail": {"count": 100, "code": "FAILED_PRECONDITION", "message": "volume is in use and this driver expands offline only"}}}'
+C0=$(calls)
+grow r-use 2Gi >/dev/null
+expect "in use: the driver's FailedPrecondition as VolumeResizeFailed" 20 has_event r-use \
+  "Warning VolumeResizeFailed resize volume \"$PVU\" by resizer \"hostpath.csi.example.com\" failed: rpc error: code = FailedPrecondition desc = volume is in use and this driver expands offline only"
+expect "then upstream's in-use Warning instead of another call" 20 has_event r-use \
+  "Warning VolumeResizeFailed Unable to expand $NS/r-use because CSI driver hostpath.csi.example.com only supports offline expansion and volume is currently in-use"
+# With allocatedResources (kube-lite) each waiting sync keeps the old resize conditions; without
+# (1.20) its Resizing condition replaces the error, as upstream's does.
+if [ "$LITE" = 1 ]; then
+  check "a ControllerResizeError condition with the driver's error" \
+    '["failed to expand pvc with rpc error: code = FailedPrecondition desc = volume is in use and this driver expands offline only"]' \
+    "$(claim r-use '[c.get("message", "") for c in o["status"].get("conditions", []) if c["type"] == "ControllerResizeError"]')"
+fi
+sleep 5 # --retry-interval-max=4s: at least two more syncs
+check "while the pod lives: one ControllerExpandVolume only" 1 "$(($(calls) - C0))"
+N=$(grep -c "Unable to expand $NS/r-use because" "$WORK/rsz.log")
+if [ "$N" -ge 2 ]; then ok "the waiting syncs are retried with backoff ($N)"; else bad "the waiting syncs are retried with backoff" "$N"; fi
+check "the volume is unchanged" 1073741824 "$(drv_size "$HU")"
+faults "$WORK/drv" ""
+acurl -X DELETE "/api/v1/namespaces/$NS/pods/p-use?gracePeriodSeconds=0" >/dev/null
+expect "the pod is gone" 30 is_gone pod p-use
+expect "once no pod uses it, the retry expands to 2Gi" 20 size_is "$HU" 2147483648
+expect "and the claim goes on to FileSystemResizePending" 20 test "$(cond_types r-use | grep -o FileSystemResizePending)" = FileSystemResizePending
+check "two ControllerExpandVolume calls in all" 2 "$(($(calls) - C0))"
+
 # ---- infeasible: OUT_OF_RANGE, retried only at --retry-interval-max ------------------------------------
 
 HG=$(handle_of r-big)
@@ -288,14 +329,118 @@ else
 fi
 check "the volume is unchanged" 1073741824 "$(drv_size "$HG")"
 
+# ---- VolumeAttributesClass: the modify controller -------------------------------------------------------
+# kube-apiserver 1.20 has no VolumeAttributesClass: the resizer turns the gate off by itself there
+# (as upstream, from discovery), so modify is tested on kube-lite only.
+
+if on_real; then
+  contains "1.20: the VolumeAttributesClass gate is turned off (no v1 API)" \
+    "Disabling VolumeAttributesClass feature gate because the VolumeAttributesClass v1 API is not available" \
+    "$(cat "$WORK/rsz.log")"
+else
+  contains "kube-lite serves VolumeAttributesClass v1: the modify controller runs" \
+    "Starting external resizer for modify volume hostpath.csi.example.com" "$(cat "$WORK/rsz.log")"
+  cat >"$WORK/vac.yaml" <<'EOF'
+apiVersion: storage.k8s.io/v1
+kind: VolumeAttributesClass
+metadata:
+  name: gold
+driverName: hostpath.csi.example.com
+parameters:
+  iops: "3000"
+  throughput: "125"
+---
+apiVersion: storage.k8s.io/v1
+kind: VolumeAttributesClass
+metadata:
+  name: silly
+driverName: hostpath.csi.example.com
+parameters:
+  iops: "999999"
+EOF
+  if K create -f "$WORK/vac.yaml" >"$WORK/vac.out" 2>&1; then ok "classes gold and silly created"; else bad "VolumeAttributesClasses" "$(cat "$WORK/vac.out")"; fi
+  HM=$(handle_of r-mod)
+  setvac() { mpatch "/api/v1/namespaces/$NS/persistentvolumeclaims/$1" '{"spec":{"volumeAttributesClassName":"'"$2"'"}}' >/dev/null; }
+  mstatus() { claim "$1" 'json.dumps([o["status"].get("currentVolumeAttributesClassName"), o["status"].get("modifyVolumeStatus")], sort_keys=True)'; }
+  mstatus_is() { [ "$(mstatus "$1")" = "$2" ]; }
+  mparams() { drv "byid.get('$1', {}).get('mutable_parameters', {})"; }
+  mcalls() { drv "s.get('calls', {}).get('ControllerModifyVolume', 0)"; }
+
+  # success: the class's parameters reach the driver; the claim and PV record the class
+  setvac r-mod gold
+  expect "modify: currentVolumeAttributesClassName becomes gold, no modifyVolumeStatus left" 20 \
+    mstatus_is r-mod '["gold", null]'
+  check "modify: the driver has the class's parameters as mutable parameters" \
+    '{"iops": "3000", "throughput": "125"}' "$(mparams "$HM")"
+  check "modify: the PV's spec.volumeAttributesClassName is gold" gold \
+    "$(pvf r-mod 'o["spec"].get("volumeAttributesClassName", "")')"
+  check "modify: no modify condition left" "" "$(cond_types r-mod)"
+  expect "modify: events VolumeModify and VolumeModifySuccessful" 10 has_event r-mod \
+    "Normal VolumeModifySuccessful external resizer modified volume r-mod with vac gold successfully"
+  contains "modify: the VolumeModify event names the claim and the class" \
+    "Normal VolumeModify external resizer is modifying volume r-mod with vac gold" "$(events r-mod)"
+  check "modify: one ControllerModifyVolume" 1 "$(mcalls)"
+
+  # the driver refuses (INVALID_ARGUMENT): Infeasible, the error condition, a Warning, slow retries
+  faults "$WORK/drv" '{"ControllerModifyVolume": {"fail": {"count": 100, "code": "INVALID_ARGUMENT", "message": "iops 999999 is beyond this backend"}}}'
+  setvac r-mod silly
+  expect "infeasible: modifyVolumeStatus Infeasible with target silly, current still gold" 20 \
+    mstatus_is r-mod '["gold", {"status": "Infeasible", "targetVolumeAttributesClassName": "silly"}]'
+  expect "infeasible: Warning VolumeModifyFailed with the driver's error" 10 has_event r-mod \
+    "Warning VolumeModifyFailed rpc error: code = InvalidArgument desc = iops 999999 is beyond this backend"
+  check "infeasible: ModifyingVolume (failed, waiting) and ModifyVolumeError (InvalidArgument) conditions" \
+    '[["ModifyingVolume", "", "Modifying volume to \"silly\" failed. Waiting for retry."], ["ModifyVolumeError", "InvalidArgument", "iops 999999 is beyond this backend"]]' \
+    "$(claim r-mod 'json.dumps([[c["type"], c.get("reason", ""), c.get("message", "")] for c in o["status"].get("conditions", [])])')"
+  M1=$(mcalls)
+  sleep 2
+  N=$(($(mcalls) - M1))
+  if [ "$N" -le 1 ]; then ok "infeasible: at most 1 call in the next 2 s (slow retry)"; else bad "infeasible: slow retry" "$N calls"; fi
+  check "infeasible: the volume keeps gold's parameters" '{"iops": "3000", "throughput": "125"}' "$(mparams "$HM")"
+
+  # roll back to the class in effect: the driver is asked for gold again and the status clears
+  faults "$WORK/drv" ""
+  setvac r-mod gold
+  expect "roll back to gold: modifyVolumeStatus cleared, current gold" 20 mstatus_is r-mod '["gold", null]'
+  check "roll back: no modify condition left" "" "$(cond_types r-mod)"
+
+  # a class that does not exist: Pending and a Warning, no driver call
+  M2=$(mcalls)
+  setvac r-mod platinum
+  expect "missing class: modifyVolumeStatus Pending" 20 mstatus_is r-mod '["gold", {"status": "Pending"}]'
+  expect "missing class: Warning VolumeModifyFailed" 10 has_event r-mod 'Warning VolumeModifyFailed VAC "platinum" does not exist.'
+  check "missing class: no ControllerModifyVolume" 0 "$(($(mcalls) - M2))"
+  check "the PV still says gold" gold "$(pvf r-mod 'o["spec"].get("volumeAttributesClassName", "")')"
+fi
+
 # ---- nothing refused; a class without allowVolumeExpansion is refused by the API ----------------------
 
 check "no request of the resizer was refused (RBAC is enough)" 0 "$(($(refused) - REFUSED0))"
 contains "no expansion for a class without allowVolumeExpansion" "Forbidden" "$(grow r-fixed 2Gi)"
 contains "metrics: the queue is upstream's <driver>-pvc" 'workqueue_adds_total{name="hostpath.csi.example.com-pvc"}' \
   "$(curl -s --max-time 5 "http://127.0.0.1:$HTTP_PORT/metrics")"
-for p in rsz prov drv; do
+stop rsz
+check "rsz exits 0 on SIGTERM" 0 "${RC[rsz]}"
+
+# ---- VolumeAttributesClass=false: no modify controller; --handle-volume-inuse-error=false: no pods (kube-lite)
+if ! on_real; then
+  PODREQ0=$(requests '(LIST|WATCH|list|watch)' pods '.*')
+  start rsz-off "$RSZ" --csi-address "$WORK/drv/csi.sock" --kubeconfig "$WORK/resizer.kubeconfig" \
+    --workers=2 --retry-interval-start=500ms --retry-interval-max=4s --kube-api-qps=100 \
+    --kube-api-burst=200 --feature-gates=VolumeAttributesClass=false --handle-volume-inuse-error=false --v=5
+  if wait_for 60 started rsz-off && alive rsz-off; then ok "gate off: csi-resizer starts"; else bad "gate off: csi-resizer starts" "$(tail -n 20 "$WORK/rsz-off.log")"; fi
+  M3=$(mcalls)
+  setvac r-mod silly
+  sleep 3
+  check "gate off: no ControllerModifyVolume" 0 "$(($(mcalls) - M3))"
+  check "gate off: the claim's modify status is left alone" '["gold", {"status": "Pending"}]' "$(mstatus r-mod)"
+  check "gate off: no modify controller started" "" "$(grep 'for modify volume' "$WORK/rsz-off.log")"
+  check "--handle-volume-inuse-error=false: no pod list or watch" 0 "$(($(requests '(LIST|WATCH|list|watch)' pods '.*') - PODREQ0))"
+  stop rsz-off
+  check "rsz-off exits 0 on SIGTERM" 0 "${RC[rsz-off]}"
+fi
+for p in prov drv; do
   stop "$p"
   check "$p exits 0 on SIGTERM" 0 "${RC[$p]}"
 done
 finish
+

@@ -433,6 +433,122 @@ static void test_errors_final_and_infeasible(void **state)
     free(t);
 }
 
+/* ---- volumes in use (upstream's inuse_pvc_store.go, inUseError) ------------------------------ */
+
+#define POD(phase, vols)                                                                           \
+    "{`metadata`:{`name`:`p`,`namespace`:`ns`,`uid`:`pu`,`resourceVersion`:`9`,`labels`:{`a`:`b`}" \
+    "},`spec`:{`nodeName`:`n1`,`containers`:[{`name`:`c`,`image`:`i`}],`volumes`:[" vols "]},"     \
+    "`status`:{`phase`:`" phase "`}}"
+#define CLAIMVOL(v, c) "{`name`:`" v "`,`persistentVolumeClaim`:{`claimName`:`" c "`}}"
+#define EMPTYDIR(v)    "{`name`:`" v "`,`emptyDir`:{}}"
+
+static void collect(void *ctx, const char *key)
+{
+    char *all = ctx;
+    if (*all)
+        strcat(all, ",");
+    strcat(all, key);
+}
+
+static void test_pods_that_use_claims(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *row;
+        const char *pod;
+        bool finished, uses;
+        const char *keys;
+    } rows[] = {
+        {"a running pod with a claim uses it", POD("Running", CLAIMVOL("d", "c")), false, true,
+         "ns/c"},
+        {"a pending pod uses its claim too (not terminated)", POD("Pending", CLAIMVOL("d", "c")),
+         false, true, "ns/c"},
+        {"a pod without a phase is not finished",
+         "{`metadata`:{`name`:`p`,`namespace`:`ns`},"
+         "`spec`:{`volumes`:[" CLAIMVOL("d", "c") "]}}",
+         false, true, "ns/c"},
+        {"Succeeded: terminated, uses nothing", POD("Succeeded", CLAIMVOL("d", "c")), true, false,
+         ""},
+        {"Failed: terminated, uses nothing", POD("Failed", CLAIMVOL("d", "c")), true, false, ""},
+        {"Unknown is not terminated", POD("Unknown", CLAIMVOL("d", "c")), false, true, "ns/c"},
+        {"no claim volume: not kept", POD("Running", EMPTYDIR("e")), false, false, ""},
+        {"every claim, in the pod's namespace, once each",
+         POD("Running",
+             CLAIMVOL("a", "c1") "," EMPTYDIR("e") "," CLAIMVOL("b", "c2") "," CLAIMVOL("x", "c1")),
+         false, true, "ns/c1,ns/c2"},
+        {"an empty claimName is no claim", POD("Running", CLAIMVOL("d", "")), false, false, ""},
+        {"volumes of the wrong type read as none",
+         "{`metadata`:{`name`:`p`,`namespace`:`ns`},`spec`:{`volumes`:{}}}", false, false, ""},
+    };
+    for (size_t i = 0; i < N_ROWS(rows); i++) {
+        json_object *pod = J(rows[i].pod);
+        expect_int(rows[i].row, "finished", rsz_pod_finished(pod), rows[i].finished);
+        expect_int(rows[i].row, "uses claims", rsz_pod_uses_claims(pod), rows[i].uses);
+        char keys[256] = "";
+        rsz_pod_claim_keys(pod, collect, keys);
+        expect_str(rows[i].row, "index keys", keys, rows[i].keys);
+        json_object_put(pod);
+    }
+}
+
+static void test_pod_slimmed_to_claim_names(void **state)
+{
+    (void)state;
+    json_object *pod =
+        J(POD("Running", CLAIMVOL("a", "c1") "," EMPTYDIR("e") "," CLAIMVOL("b", "c2")));
+    rsz_pod_slim(pod);
+    char *text = kobj_to_text(pod, NULL);
+    expect_text("slim pod", "cached text", text,
+                "{`metadata`:{`name`:`p`,`namespace`:`ns`,`uid`:`pu`,`resourceVersion`:`9`},"
+                "`spec`:{`volumes`:[{`persistentVolumeClaim`:{`claimName`:`c1`}},"
+                "{`persistentVolumeClaim`:{`claimName`:`c2`}}]}}");
+    char keys[64] = "";
+    rsz_pod_claim_keys(pod, collect, keys);
+    expect_str("slim pod", "the index reads the same keys", keys, "ns/c1,ns/c2");
+    free(text);
+    json_object_put(pod);
+}
+
+static void test_inuse_decision(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *row;
+        int code;
+        bool inuse;
+    } codes[] = {
+        {"FAILED_PRECONDITION: offline expansion only", CSI_FAILED_PRECONDITION, true},
+        {"INTERNAL is no in-use error", CSI_INTERNAL, false},
+        {"ABORTED is no in-use error", CSI_ABORTED, false},
+        {"UNAVAILABLE is no in-use error", CSI_UNAVAILABLE, false},
+        {"not a driver answer", 0, false},
+    };
+    for (size_t i = 0; i < N_ROWS(codes); i++)
+        expect_int(codes[i].row, "in use", rsz_error_inuse(codes[i].code), codes[i].inuse);
+    static const struct {
+        const char *row;
+        bool error;
+        size_t pods;
+        bool blocks;
+    } rows[] = {
+        {"in-use error and a pod uses the claim: wait", true, 1, true},
+        {"in-use error, several pods: wait", true, 3, true},
+        {"in-use error, no pod any more: expand", true, 0, false},
+        {"a pod but no in-use error: expand (online expansion)", false, 2, false},
+        {"neither: expand", false, 0, false},
+    };
+    for (size_t i = 0; i < N_ROWS(rows); i++)
+        expect_int(rows[i].row, "blocks", rsz_inuse_blocks(rows[i].error, rows[i].pods),
+                   rows[i].blocks);
+    json_object *pvc = J(PVC("2Gi", "1Gi", ""));
+    char *t = rsz_inuse_text(pvc, "d.example");
+    expect_str("upstream's in-use text", "text", t,
+               "Unable to expand ns/c because CSI driver d.example only supports offline "
+               "expansion and volume is currently in-use");
+    free(t);
+    json_object_put(pvc);
+}
+
 /* ---- patches -----------------------------------------------------------------------------------
  */
 
@@ -623,6 +739,9 @@ int main(void)
         cmocka_unit_test(test_expand_request),
         cmocka_unit_test(test_secrets),
         cmocka_unit_test(test_errors_final_and_infeasible),
+        cmocka_unit_test(test_pods_that_use_claims),
+        cmocka_unit_test(test_pod_slimmed_to_claim_names),
+        cmocka_unit_test(test_inuse_decision),
         cmocka_unit_test(test_claim_patches),
         cmocka_unit_test(test_pv_patches),
         cmocka_unit_test(test_conditions),
