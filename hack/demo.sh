@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The local world in one command: kube-lite (HTTPS, tokens, RBAC from
 # manifests/), the example CSI driver in its controller and node roles, the
-# sidecars (provisioner, attacher, resizer, registrar) each with its own
-# service-account token, kubelet-sim for two nodes; then a storage scenario played with kubectl, step by step, and a
-# summary. The world is left running for kubectl.
+# sidecars (provisioner, attacher, resizer, snapshotter, registrar) each with
+# its own service-account token, kubelet-sim for two nodes and
+# snapshot-controller-sim for the cluster's snapshot-controller; then a storage
+# scenario played with kubectl (provision, attach, mount, resize online,
+# snapshot, restore, delete; COSI buckets), step by step, and a summary. The
+# world is left running for kubectl.
 #
 #   hack/demo.sh [up] [--no-build] [--plain]   (make demo)
 #   hack/demo.sh down                          (make demo-down)
@@ -130,13 +133,14 @@ term_wait() {
 }
 
 # stop_world: in tiers, so that nothing sees its peer vanish first (a
-# sidecar whose driver went away exits 1, as upstream's): the sidecars, then
-# the kubelets, then the drivers, kube-lite last. A line per process that did
+# sidecar whose driver went away exits 1, as upstream's): the sidecars and
+# the snapshot-controller stand-in, then the kubelets, then the drivers,
+# kube-lite last. A line per process that did
 # not exit 0 (also kept in logs/exit-codes).
 stop_world() {
   [ -d "$D/run" ] || return 0
   local n tier i rc members
-  for tier in 'csi-*' 'objectstorage-*' 'kubelet-sim-*' 'example-*' '*'; do
+  for tier in 'csi-*' 'snapshot-controller-sim' 'objectstorage-*' 'kubelet-sim-*' 'example-*' '*'; do
     members=()
     for n in $(names); do
       # shellcheck disable=SC2053 # the tier is a glob
@@ -444,6 +448,8 @@ cmd_up() {
   PROV=$(bin csi-provisioner) || die "no $B/bin/csi-provisioner"
   ATT=$(bin csi-attacher) || die "no $B/bin/csi-attacher"
   RSZ=$(bin csi-resizer) || die "no $B/bin/csi-resizer"
+  SNAP=$(bin csi-snapshotter) || die "no $B/bin/csi-snapshotter"
+  SNAPCTL=$(bin snapshot-controller-sim) || die "no $B/bin/snapshot-controller-sim"
   REG=$(bin csi-node-driver-registrar) || die "no $B/bin/csi-node-driver-registrar"
   KSIM=$(bin kubelet-sim) || die "no $B/bin/kubelet-sim"
   CDRV=$(bin example-cosi-driver) || die "no $B/bin/example-cosi-driver"
@@ -459,17 +465,19 @@ cmd_up() {
     step_begin "kube-lite: HTTPS, tokens, RBAC"
   fi
   gen_certs "$D/pki" || die "cannot make the certificates (openssl)"
-  local tok_admin tok_prov tok_att tok_rsz tok_cosi_ctrl tok_cosi_sc
+  local tok_admin tok_prov tok_att tok_rsz tok_snap tok_cosi_ctrl tok_cosi_sc
   local rnd
-  rnd=$(openssl rand -hex $((16 * (6 + ${#NODES[@]}))))
+  rnd=$(openssl rand -hex $((16 * (7 + ${#NODES[@]}))))
   tok_admin=${rnd:0:32} tok_prov=${rnd:32:32} tok_att=${rnd:64:32}
   tok_rsz=${rnd:$((160 + 32 * ${#NODES[@]})):32}
+  tok_snap=${rnd:$((192 + 32 * ${#NODES[@]})):32}
   printf '%s\n' "$tok_admin" >"$D/run/admin.token"
   {
     echo "$tok_admin,admin,1,\"system:masters\""
     echo "$tok_prov,system:serviceaccount:$NS:csi-provisioner,2,\"system:serviceaccounts,system:serviceaccounts:$NS\""
     echo "$tok_att,system:serviceaccount:$NS:csi-attacher,3,\"system:serviceaccounts,system:serviceaccounts:$NS\""
     echo "$tok_rsz,system:serviceaccount:$NS:csi-resizer,6,\"system:serviceaccounts,system:serviceaccounts:$NS\""
+    echo "$tok_snap,system:serviceaccount:$NS:csi-snapshotter,7,\"system:serviceaccounts,system:serviceaccounts:$NS\""
     local i=10 n
     for n in "${NODES[@]}"; do
       echo "${rnd:$((96 + 32 * (i - 10))):32},system:node:$n,$i,\"system:nodes\""
@@ -519,6 +527,7 @@ cmd_up() {
   kc_for "$D/run/csi-provisioner.kubeconfig" "$tok_prov"
   kc_for "$D/run/csi-attacher.kubeconfig" "$tok_att"
   kc_for "$D/run/csi-resizer.kubeconfig" "$tok_rsz"
+  kc_for "$D/run/csi-snapshotter.kubeconfig" "$tok_snap"
   kc_for "$D/run/objectstorage-controller.kubeconfig" "$tok_cosi_ctrl"
   kc_for "$D/run/objectstorage-sidecar.kubeconfig" "$tok_cosi_sc"
   for n in "${NODES[@]}"; do
@@ -532,8 +541,13 @@ cmd_up() {
   out=$(K kustomize "$ROOT/manifests" | rbac_only) || die "manifests/ does not render (kubectl kustomize manifests)"
   n_obj=$(printf '%s\n' "$out" | grep -c '^kind:')
   { printf '%s\n' "$out"; kubelet_rbac; } >"$D/run/cluster.yaml"
-  say "  from manifests/: $n_obj objects (the provisioner's, attacher's and resizer's RBAC, the CSIDriver); the registrar needs none (kubelet mode)"
+  say "  from manifests/: $n_obj objects (the provisioner's, attacher's, resizer's and snapshotter's RBAC, the CSIDriver); the registrar needs none (kubelet mode)"
   out=$(K apply -f "$D/run/cluster.yaml" 2>&1) || die "RBAC and CSIDriver do not apply: $out"
+  # kube-lite serves snapshot.storage.k8s.io built in; a cluster gets the CRDs.
+  if [ "$CLUSTER" = kubernetes ]; then
+    out=$(K apply -f "$ROOT/manifests/snapshotter/crd/" 2>&1) || die "the snapshot CRDs do not apply: $out"
+    wait_until 30 "the three snapshot.storage.k8s.io CRDs are Established (manifests/snapshotter/crd)" snapshot_crds_established
+  fi
   step_end "$([ "$CLUSTER" = kubernetes ] && echo "control plane, RBAC" || echo "kube-lite, RBAC")"
 
   # ---- the driver, the sidecars, the nodes ----------------------------------------------------
@@ -542,8 +556,8 @@ cmd_up() {
   launch example-csi-driver-controller "$DRV" --drivername "$DRIVER" \
     --endpoint "unix://$D/sock/controller.sock" --state-dir "$D/state/controller" \
     --nodeid controller --known-nodes "$(IFS=,; echo "${NODES[*]}")" --capacity 10Gi
-  local pprov patt prsz ports
-  mapfile -t ports < <(free_ports $((3 + ${#NODES[@]})))
+  local pprov patt prsz psnap ports
+  mapfile -t ports < <(free_ports $((4 + ${#NODES[@]})))
   pprov=${ports[0]}
   launch csi-provisioner "$PROV" --csi-address "$D/sock/controller.sock" \
     --kubeconfig "$D/run/csi-provisioner.kubeconfig" --leader-election --leader-election-namespace "$NS" \
@@ -556,6 +570,15 @@ cmd_up() {
   launch csi-resizer "$RSZ" --csi-address "$D/sock/controller.sock" \
     --kubeconfig "$D/run/csi-resizer.kubeconfig" --leader-election --leader-election-namespace "$NS" \
     --http-endpoint "127.0.0.1:$prsz" -v=2
+  psnap=${ports[$((3 + ${#NODES[@]}))]}
+  launch csi-snapshotter "$SNAP" --csi-address "$D/sock/controller.sock" \
+    --kubeconfig "$D/run/csi-snapshotter.kubeconfig" --leader-election --leader-election-namespace "$NS" \
+    --http-endpoint "127.0.0.1:$psnap" -v=2
+  # The cluster's snapshot-controller (VolumeSnapshot -> VolumeSnapshotContent)
+  # is no sidecar: its stand-in runs as the admin, as a control-plane
+  # component would.
+  launch snapshot-controller-sim "$SNAPCTL" --kubeconfig "$D/kubeconfig" \
+    --retry-interval-start=100ms --retry-interval-max=2s -v=2
   local k=1 preg nd
   for n in "${NODES[@]}"; do
     nd="$D/nodes/$n"
@@ -576,6 +599,7 @@ cmd_up() {
   wait_until 30 "csi-provisioner is healthy (:$pprov/healthz/leader-election)" healthy "$pprov" /healthz/leader-election
   wait_until 30 "csi-attacher is healthy (:$patt/healthz/leader-election)" healthy "$patt" /healthz/leader-election
   wait_until 30 "csi-resizer is healthy (:$prsz/healthz/leader-election)" healthy "$prsz" /healthz/leader-election
+  wait_until 30 "csi-snapshotter is healthy (:$psnap/healthz/leader-election)" healthy "$psnap" /healthz/leader-election
   for n in "${NODES[@]}"; do
     wait_until 30 "registrar on $n is healthy" healthy "$(cat "$D/run/csi-node-driver-registrar-$n.port")"
   done
@@ -676,21 +700,91 @@ EOF
   show_phases
   step_end "resized online"
 
-  step_begin "pod deleted → unpublish, unstage, detach"
-  K delete pod demo-pod -n "$NS" --wait=false >/dev/null
+  step_begin "VolumeSnapshot of the claim → CreateSnapshot"
+  { cat "$ROOT/manifests/deploy/example/snapshot/volumesnapshotclass.yaml"; echo "---"; cat <<EOF; } | K apply -f - >/dev/null ||
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata:
+  name: demo-snapshot
+  namespace: $NS
+spec:
+  source:
+    persistentVolumeClaimName: demo-claim
+EOF
+    die "the example VolumeSnapshotClass or the VolumeSnapshot does not apply"
+  wait_until 30 "volumesnapshot/demo-snapshot is ready to use (snapshot-controller-sim, csi-snapshotter)" snapshot_ready
+  check "volumesnapshot/demo-snapshot got the default class example-snapclass" snapshot_class_is example-snapclass
+  check "its VolumeSnapshotContent holds the driver's snapshot of the volume, restoreSize 2Gi" content_ok
+  check "the driver holds one snapshot of the volume, 2Gi" drv_snapshots_are "$HANDLE 2147483648"
+  say "    = $(snapshot_phases)"
+  step_end "snapshot taken"
+
+  step_begin "a new claim restored from the snapshot, used by a second pod on $POD_NODE"
+  K apply -f - >/dev/null <<EOF || die "the restored claim or its pod does not apply"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: demo-restore
+  namespace: $NS
+spec:
+  accessModes: [ReadWriteOnce]
+  dataSource:
+    apiGroup: snapshot.storage.k8s.io
+    kind: VolumeSnapshot
+    name: demo-snapshot
+  resources:
+    requests:
+      storage: 2Gi
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: demo-restore-pod
+  namespace: $NS
+spec:
+  $placement
+  containers:
+    - name: app
+      image: registry.k8s.io/pause:3.9
+      volumeMounts:
+        - name: data
+          mountPath: /data
+  volumes:
+    - name: data
+      persistentVolumeClaim:
+        claimName: demo-restore
+EOF
+  wait_until 30 "pvc/demo-restore is Bound" phase_is PersistentVolumeClaim demo-restore Bound
+  check "the driver created its volume from the snapshot" drv_restored
+  wait_until 30 "pod/demo-restore-pod is Running (kubelet-sim on $POD_NODE)" pod_running demo-restore-pod
+  check "the driver on $POD_NODE staged and published both volumes" node_drv_is "$POD_NODE" "true 1,true 1"
+  show_phases
+  step_end "restored"
+
+  step_begin "pods deleted → unpublish, unstage, detach"
+  K delete pod demo-pod demo-restore-pod -n "$NS" --wait=false >/dev/null
   wait_until 30 "the driver on $POD_NODE unpublished and unstaged the volume" node_drv_is "$POD_NODE" ""
   wait_until 30 "pod/demo-pod is gone (kubelet-sim removed it)" gone Pod demo-pod
+  wait_until 30 "pod/demo-restore-pod is gone" gone Pod demo-restore-pod
   check "node/$POD_NODE no longer lists the volume in volumesInUse" in_use_is "$POD_NODE" ""
   wait_until 30 "the VolumeAttachment is gone" no_va
   check "the driver holds no publication" drv_published ""
   show_phases
   step_end "unmounted, detached"
 
-  step_begin "claim deleted → DeleteVolume"
-  K delete pvc demo-claim -n "$NS" --wait=false >/dev/null
+  step_begin "snapshot deleted → DeleteSnapshot"
+  K delete volumesnapshot demo-snapshot -n "$NS" --wait=false >/dev/null
+  wait_until 30 "volumesnapshot/demo-snapshot is gone" k_gone volumesnapshot demo-snapshot -n "$NS"
+  wait_until 30 "its VolumeSnapshotContent is gone" no_contents
+  check "the driver deleted the snapshot" drv_snapshots_are ""
+  step_end "snapshot deleted"
+
+  step_begin "claims deleted → DeleteVolume"
+  K delete pvc demo-claim demo-restore -n "$NS" --wait=false >/dev/null
   wait_until 30 "pvc/demo-claim is gone" gone PersistentVolumeClaim demo-claim
+  wait_until 30 "pvc/demo-restore is gone" gone PersistentVolumeClaim demo-restore
   wait_until 30 "pv/$PV is gone" gone PersistentVolume "$PV"
-  check "the driver deleted the volume" drv_empty
+  check "the driver deleted the volumes" drv_empty
   show_phases
   step_end "deleted"
 
@@ -790,7 +884,8 @@ node_annotated() {
     --arg d "$DRIVER")" = "$1" ]
 }
 node_label() { [ "$(q "$(obj Node "$1") | .metadata.labels[\$k]" --arg k "$ZONE_KEY")" = "$2" ]; }
-pod_running() { snap && [ "$(q "$(obj Pod demo-pod) | .status.phase // \"\"")" = Running ]; }
+# pod_running [NAME]: the pod (demo-pod) is Running
+pod_running() { snap && [ "$(q "$(obj Pod "${1:-demo-pod}") | .status.phase // \"\"")" = Running ]; }
 in_use_is() { [ "$(q "$(obj Node "$1") | .status.volumesInUse // [] | join(\",\")")" = "$2" ]; }
 # node_drv_is NODE WANT: what the node's driver process holds, one
 # "<staged> <targets>" per volume it has staged or published ("true 1": staged
@@ -842,6 +937,37 @@ creds_ok() {
   K get secret example-bucket-credentials -n "$NS" -o jsonpath='{.data.BucketInfo}' 2>/dev/null | base64 -d |
     jq -e '.spec.secretS3.accessKeyID != "" and .spec.secretS3.accessSecretKey != "" and .spec.bucketName != ""' >/dev/null
 }
+# snapshots (few objects: kubectl directly)
+snapshot_crds_established() {
+  [ "$(K get crd -o jsonpath='{range .items[*]}{.spec.group} {.status.conditions[?(@.type=="Established")].status}{"\n"}{end}' 2>/dev/null |
+    grep -c '^snapshot.storage.k8s.io True$')" = 3 ]
+}
+snapshot_ready() {
+  [ "$(K get volumesnapshot demo-snapshot -n "$NS" -o jsonpath='{.status.readyToUse}' 2>/dev/null)" = true ]
+}
+snapshot_class_is() {
+  [ "$(K get volumesnapshot demo-snapshot -n "$NS" -o jsonpath='{.spec.volumeSnapshotClassName}' 2>/dev/null)" = "$1" ]
+}
+# content_ok: the snapshot's bound content names the driver's one snapshot and the claim's volume
+content_ok() {
+  local c
+  c=$(K get volumesnapshot demo-snapshot -n "$NS" -o jsonpath='{.status.boundVolumeSnapshotContentName}' 2>/dev/null)
+  [ -n "$c" ] && [ "$(K get volumesnapshotcontent "$c" -o jsonpath='{.spec.source.volumeHandle} {.status.snapshotHandle} {.status.restoreSize}' 2>/dev/null)" = \
+    "$HANDLE $(drv controller '.snapshots[0].id // ""') 2147483648" ]
+}
+no_contents() { [ -z "$(K get volumesnapshotcontents -o name 2>/dev/null)" ]; }
+# drv_snapshots_are WANT: "<source volume> <size>" of each snapshot the driver holds
+drv_snapshots_are() { [ "$(drv controller '[.snapshots[] | "\(.source_volume_id) \(.size_bytes)"] | join(",")')" = "$1" ]; }
+# drv_restored: the driver holds a volume whose source is its one snapshot
+drv_restored() {
+  [ "$(drv controller '(.snapshots[0].id // "-") as $s | [.volumes[] | select(.source.type == "snapshot" and .source.id == $s)] | length')" = 1 ]
+}
+snapshot_phases() {
+  local r c
+  r=$(K get volumesnapshot demo-snapshot -n "$NS" -o jsonpath='{.status.readyToUse} {.status.restoreSize}' 2>/dev/null || true)
+  c=$(K get volumesnapshotcontents -o jsonpath='{range .items[*]}{.metadata.name}{end}' 2>/dev/null || true)
+  echo "volumesnapshot ${r:+ready=${r% *} size=${r#* }}${r:-—} · content ${c:-—} · driver $(drv controller '.snapshots | length') snapshot(s)"
+}
 cosi_buckets_are() { [ "$(drv cosi '.buckets | length')" = "$1" ]; }
 cosi_grants_are() { [ "$(drv cosi '[.buckets[].grants[]] | length')" = "$1" ]; }
 k_gone() { local out; out=$(K get "$@" -o name 2>&1); [[ "$out" == *NotFound* ]]; }
@@ -886,6 +1012,7 @@ summary() {
     echo
     echo "    export KUBECONFIG=$D/kubeconfig"
     echo "    kubectl get pv,pvc,volumeattachments,csinodes"
+    echo "    kubectl get volumesnapshotclasses,volumesnapshots,volumesnapshotcontents -A"
     echo "    kubectl get bucketclasses,bucketclaims,buckets,bucketaccesses -A"
     echo
     echo "  default StorageClass: example-hostpath (claims without a class get it)"

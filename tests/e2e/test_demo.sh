@@ -75,6 +75,7 @@ assert_run() {
     "✓ csi-provisioner is healthy"
     "✓ csi-attacher is healthy"
     "✓ csi-resizer is healthy"
+    "✓ csi-snapshotter is healthy"
     "✓ registrar on node-1 is healthy"
     "✓ pvc/demo-claim got the default class example-hostpath"
     "✓ a VolumeAttachment for"
@@ -88,6 +89,19 @@ assert_run() {
     "has capacity 2Gi"
     "✓ the driver on node-2 sees the volume at 2Gi"
     "✓ pod/demo-pod kept running"
+    "✓ volumesnapshot/demo-snapshot is ready to use (snapshot-controller-sim, csi-snapshotter)"
+    "✓ volumesnapshot/demo-snapshot got the default class example-snapclass"
+    "✓ its VolumeSnapshotContent holds the driver's snapshot of the volume, restoreSize 2Gi"
+    "✓ the driver holds one snapshot of the volume, 2Gi"
+    "✓ pvc/demo-restore is Bound"
+    "✓ the driver created its volume from the snapshot"
+    "✓ pod/demo-restore-pod is Running (kubelet-sim on node-2)"
+    "✓ the driver on node-2 staged and published both volumes"
+    "✓ pod/demo-restore-pod is gone"
+    "✓ volumesnapshot/demo-snapshot is gone"
+    "✓ its VolumeSnapshotContent is gone"
+    "✓ the driver deleted the snapshot"
+    "✓ pvc/demo-restore is gone"
     "✓ the driver on node-2 unpublished and unstaged the volume"
     "✓ pod/demo-pod is gone (kubelet-sim removed it)"
     "✓ node/node-2 no longer lists the volume in volumesInUse"
@@ -104,7 +118,7 @@ assert_run() {
     "✓ the VolumeAttachment is gone"
     "✓ the driver holds no publication"
     "✓ pvc/demo-claim is gone"
-    "✓ the driver deleted the volume"
+    "✓ the driver deleted the volumes"
     "✓ the five objectstorage.k8s.io CRDs are Established"
     "✓ bucketclaim/example-bucket is ready"
     "is ready with the driver's bucket id"
@@ -114,6 +128,7 @@ assert_run() {
     "every step passed"
     "export KUBECONFIG=$DEMO_WORLD/kubeconfig"
     "kubectl get pv,pvc,volumeattachments,csinodes"
+    "kubectl get volumesnapshotclasses,volumesnapshots,volumesnapshotcontents -A"
     "kubectl get bucketclasses,bucketclaims,buckets,bucketaccesses -A"
     "logs: $DEMO_WORLD/logs/"
   )
@@ -121,15 +136,23 @@ assert_run() {
   for w in "${want[@]}"; do contains "$label: $w" "$w" "$text"; done
   # The summary table: one row per step with its time, API writes and calls.
   contains "$label: summary names CreateVolume" "CreateVolume 1" "$text"
-  contains "$label: summary names ControllerUnpublishVolume" "ControllerUnpublishVolume 1" "$text"
-  contains "$label: summary names DeleteVolume" "DeleteVolume 1" "$text"
+  contains "$label: summary names ControllerUnpublishVolume (both volumes)" "ControllerUnpublishVolume 2" "$text"
+  contains "$label: summary names DeleteVolume (both claims)" "DeleteVolume 2" "$text"
   contains "$label: summary names NodeStageVolume" "NodeStageVolume 1" "$text"
-  contains "$label: summary names NodeUnstageVolume" "NodeUnstageVolume 1" "$text"
+  contains "$label: summary names NodeUnstageVolume (both volumes)" "NodeUnstageVolume 2" "$text"
   # The online resize: its own row, with the controller's and the node's expansion.
   local row
   row=$(grep '^  resized online ' "$out")
   contains "$label: summary row of the resize names ControllerExpandVolume" "ControllerExpandVolume 1" "$row"
   contains "$label: summary row of the resize names NodeExpandVolume" "NodeExpandVolume 1" "$row"
+  # Snapshot and restore: their rows, with the driver's calls.
+  row=$(grep '^  snapshot taken ' "$out")
+  contains "$label: summary row of the snapshot names CreateSnapshot" "CreateSnapshot 1" "$row"
+  row=$(grep '^  restored ' "$out")
+  contains "$label: summary row of the restore names CreateVolume" "CreateVolume 1" "$row"
+  contains "$label: ... and NodePublishVolume" "NodePublishVolume 1" "$row"
+  row=$(grep '^  snapshot deleted ' "$out")
+  contains "$label: summary row of the snapshot's deletion names DeleteSnapshot" "DeleteSnapshot 1" "$row"
   contains "$label: summary names DriverCreateBucket" "DriverCreateBucket 1" "$text"
   contains "$label: summary names DriverGrantBucketAccess" "DriverGrantBucketAccess 1" "$text"
   contains "$label: summary names DriverRevokeBucketAccess and DriverDeleteBucket" \
@@ -152,6 +175,7 @@ check "the world keeps running: the default StorageClass" "true" \
 check "the world keeps running: both nodes' CSINodes" "csinode.storage.k8s.io/node-1 csinode.storage.k8s.io/node-2" \
   "$(KW get csinodes -o name 2>&1 | sort | tr '\n' ' ' | sed 's/ $//')"
 check "the scenario left no volume behind" "" "$(KW get pv,pvc,volumeattachments -A -o name 2>&1)"
+check "nor any snapshot" "" "$(KW get volumesnapshots,volumesnapshotcontents -A -o name 2>&1)"
 check "nor any bucket" "" "$(KW get bucketclaims,buckets,bucketaccesses -A -o name 2>&1)"
 # Each sidecar runs with its own token and only its manifests' RBAC.
 contains "the provisioner's token may not read secrets in kube-system" "Forbidden" \
@@ -233,12 +257,13 @@ images:
   - {name: csi-sidecars/csi-provisioner, newName: registry.example.com/csi-provisioner, newTag: v9.9.9}
   - {name: csi-sidecars/csi-attacher, newName: registry.example.com/csi-attacher, newTag: v9.9.9}
   - {name: csi-sidecars/csi-resizer, newName: registry.example.com/csi-resizer, newTag: v9.9.9}
+  - {name: csi-sidecars/csi-snapshotter, newName: registry.example.com/csi-snapshotter, newTag: v9.9.9}
   - {name: csi-sidecars/csi-node-driver-registrar, newName: registry.example.com/csi-node-driver-registrar, newTag: v9.9.9}
   - {name: csi-sidecars/livenessprobe, newName: registry.example.com/livenessprobe, newTag: v9.9.9}
   - {name: csi-sidecars/example-csi-driver, newName: registry.example.com/example-csi-driver, newTag: v9.9.9}
 EOF
 check "an overlay's images: sets every image of manifests/" \
-  "registry.example.com/csi-attacher:v9.9.9 registry.example.com/csi-node-driver-registrar:v9.9.9 registry.example.com/csi-provisioner:v9.9.9 registry.example.com/csi-resizer:v9.9.9 registry.example.com/example-csi-driver:v9.9.9 registry.example.com/livenessprobe:v9.9.9" \
+  "registry.example.com/csi-attacher:v9.9.9 registry.example.com/csi-node-driver-registrar:v9.9.9 registry.example.com/csi-provisioner:v9.9.9 registry.example.com/csi-resizer:v9.9.9 registry.example.com/csi-snapshotter:v9.9.9 registry.example.com/example-csi-driver:v9.9.9 registry.example.com/livenessprobe:v9.9.9" \
   "$(K kustomize "$WORK/overlay" 2>&1 | sed -n 's/^ *image: //p' | sort -u | tr '\n' ' ' | sed 's/ $//')"
 # The controller pod's account gets the resizer's roles (manifests/resizer/rbac.yaml) beside the
 # other sidecars': the top-level rendering binds it to them.
@@ -249,6 +274,14 @@ check "manifests/: the controller pod's account is bound to external-resizer-run
 check "manifests/: the controller Deployment carries csi-resizer with its liveness probe" \
   "csi-resizer /healthz/leader-election" \
   "$(K get deployment csi-hostpath-controller -n default -o jsonpath='{range .spec.template.spec.containers[?(@.name=="csi-resizer")]}{.name} {.livenessProbe.httpGet.path}{end}' 2>&1)"
+# ... and the snapshotter's (manifests/snapshotter/rbac.yaml): its cluster role and its
+# leader-election Role.
+check "manifests/: the controller pod's account is bound to external-snapshotter-runner and -leaderelection" \
+  "ClusterRole/external-snapshotter-runner csi-hostpath-controller Role/external-snapshotter-leaderelection csi-hostpath-controller" \
+  "$(K get clusterrolebinding csi-hostpath-controller-snapshotter -o jsonpath='{.roleRef.kind}/{.roleRef.name} {.subjects[0].name}' 2>&1) $(K get rolebinding csi-hostpath-controller-snapshotter-leaderelection -n default -o jsonpath='{.roleRef.kind}/{.roleRef.name} {.subjects[0].name}' 2>&1)"
+check "manifests/: the controller Deployment carries csi-snapshotter with its liveness probe" \
+  "csi-snapshotter /healthz/leader-election" \
+  "$(K get deployment csi-hostpath-controller -n default -o jsonpath='{range .spec.template.spec.containers[?(@.name=="csi-snapshotter")]}{.name} {.livenessProbe.httpGet.path}{end}' 2>&1)"
 # Both pods probe their driver through livenessprobe, as upstream's csi-driver-host-path: a
 # liveness-probe container on the driver's socket serving /healthz on 9898, and the driver
 # container's livenessProbe on that port.
