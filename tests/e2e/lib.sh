@@ -222,6 +222,19 @@ rbac_world_up() {
     --authorization-mode RBAC --kubeconfig-token admin-token "$@" || return 1
   sed "s/token: admin-token/token: $name-token/" "$WORK/admin.kubeconfig" >"$WORK/$name.kubeconfig"
 }
+# snapshot_crds_up: on the real control plane, manifests/snapshotter/crd/ applied and the three
+# snapshot.storage.k8s.io CRDs Established (two checks); kube-lite serves those types built in
+snapshot_crds_up() {
+  on_real || return 0
+  local out
+  out=$(K apply -f "$ROOT/manifests/snapshotter/crd/" 2>&1)
+  contains "the snapshot CRDs apply" "customresourcedefinition.apiextensions.k8s.io/volumesnapshots.snapshot.storage.k8s.io created" "$out"
+  expect "the three snapshot CRDs are Established" 30 snapshot_crds_established
+}
+snapshot_crds_established() {
+  [ "$(K get crd -o jsonpath='{range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Established")].status}{"\n"}{end}' |
+    grep -c 'snapshot.storage.k8s.io True')" -ge 3 ]
+}
 # require_tools TOOL...: each is installed, else a failed check and the suite ends
 require_tools() {
   local t

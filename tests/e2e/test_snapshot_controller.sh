@@ -42,49 +42,17 @@ F_PVC=snapshot.storage.kubernetes.io/pvc-as-source-protection
 F_CONTENT=snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection
 BEING_DEL=snapshot.storage.kubernetes.io/volumesnapshot-being-deleted
 
-# drv EXPR: EXPR over the driver's status.json (s; vols; snaps; snapbyid)
-drv() {
-  python3 -c '
-import json, sys
-try:
-    s = json.load(open(sys.argv[1] + "/state/status.json"))
-except Exception:
-    s = {"volumes": [], "snapshots": [], "calls": {}}
-vols = s.get("volumes", [])
-snaps = s.get("snapshots", [])
-snapbyid = {v["id"]: v for v in snaps}
-r = eval(sys.argv[2])
-print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))' "$WORK/drv" "$1"
-}
+# drv EXPR: EXPR over the driver's state (lib.sh's drv_eval)
+drv() { drv_eval "$WORK/drv" "$1"; }
 started() { grep -qs "$2" "$WORK/$1.log" || ! alive "$1"; }
 
-for tool in kubectl python3 openssl curl; do
-  command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; echo "$passed passed, $failed failed"; exit 1; }
-done
-for b in "$CTL" "$SNAP" "$PROV" "$DRV" "$CSI_CALL"; do
-  [ -x "$b" ] || { bad "$b is built"; echo "$passed passed, $failed failed"; exit 1; }
-done
+require_tools kubectl python3 openssl curl
+require_built "$CTL" "$SNAP" "$PROV" "$DRV" "$CSI_CALL"
 
 # ---- the world ------------------------------------------------------------------------------------
 
-"$ROOT/hack/kube-lite/gen-certs.sh" "$WORK/pki" >/dev/null
-cat >"$WORK/tokens.csv" <<EOF
-admin-token,admin,1,"system:masters"
-snapshotter-token,system:serviceaccount:$NS:csi-snapshotter,2
-EOF
-if ! world_up --tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" \
-  --client-ca-file "$WORK/pki/ca.crt" --token-auth-file "$WORK/tokens.csv" \
-  --authorization-mode RBAC --kubeconfig-token admin-token --controllers binder; then
-  echo "$passed passed, $failed failed"
-  exit 1
-fi
-sed 's/token: admin-token/token: snapshotter-token/' "$WORK/admin.kubeconfig" >"$WORK/snapshotter.kubeconfig"
-if on_real; then
-  out=$(K apply -f "$ROOT/manifests/snapshotter/crd/" 2>&1)
-  contains "the snapshot CRDs apply" "volumesnapshots.snapshot.storage.k8s.io created" "$out"
-  established() { [ "$(K get crd -o jsonpath='{range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Established")].status}{"\n"}{end}' | grep -c 'snapshot.storage.k8s.io True')" -ge 3 ]; }
-  expect "the three CRDs are Established" 30 established
-fi
+rbac_world_up snapshotter csi-snapshotter --controllers binder || finish
+snapshot_crds_up
 out=$(K apply -f "$ROOT/manifests/snapshotter/rbac.yaml" 2>&1)
 contains "the snapshotter's rbac.yaml applies" "clusterrole.rbac.authorization.k8s.io/external-snapshotter-runner created" "$out"
 

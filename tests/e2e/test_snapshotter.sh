@@ -48,12 +48,7 @@ require_built "$SNAP" "$PROV" "$DRV" "$CSI_CALL"
 # ---- the world: TLS, tokens, RBAC ------------------------------------------------------------
 
 rbac_world_up snapshotter csi-snapshotter --controllers binder || finish
-if on_real; then
-  out=$(K apply -f "$ROOT/manifests/snapshotter/crd/" 2>&1)
-  contains "the snapshot CRDs apply" "customresourcedefinition.apiextensions.k8s.io/volumesnapshotcontents.snapshot.storage.k8s.io created" "$out"
-  established() { [ "$(K get crd -o jsonpath='{range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Established")].status}{"\n"}{end}' | grep -c 'snapshot.storage.k8s.io True')" -ge 3 ]; }
-  expect "the three CRDs are Established" 30 established
-fi
+snapshot_crds_up
 
 contains "without rbac.yaml the snapshotter's account may not watch contents" "Forbidden" \
   "$(KS get volumesnapshotcontents 2>&1)"
