@@ -299,14 +299,6 @@ static const struct set_row {
     {"object an array", "[]", -EINVAL, "[]"},
 };
 
-static void expect_json(const char *row, json_object *o, const char *want_fixture)
-{
-    expect_text(
-        row, "JSON",
-        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
-        want_fixture);
-}
-
 static void test_set_annotation_refuses_wrong_typed_containers(void **state)
 {
     (void)state;
