@@ -168,9 +168,11 @@ bool rsz_pv_drop_pre_resize(const json_object *pvc, const json_object *pv)
 
 /* ---- the decision -------------------------------------------------------------------------- */
 
+/* NULL (a field missing or of another type in the API's answer) is
+ * nothing. */
 static bool is(const char *a, const char *b)
 {
-    return strcmp(a, b) == 0;
+    return a && b && strcmp(a, b) == 0;
 }
 
 /* Upstream's expandAndRecover, up to the call. */

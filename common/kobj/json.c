@@ -804,8 +804,8 @@ static const char esc_of[256] = {
     [0x1C] = 'u',  [0x1D] = 'u', [0x1E] = 'u', [0x1F] = 'u',
 };
 
-/* Whether any of the 8 bytes at p is below 0x20, a quote or a backslash
- * (the bit tricks find a zero or small byte in a word at once). */
+/* Whether any of the 8 bytes at p is below 0x20, a quote, a backslash or
+ * not ASCII (the bit tricks find a zero or small byte in a word at once). */
 static bool needs_escape8(const char *p)
 {
     const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
@@ -815,9 +815,15 @@ static bool needs_escape8(const char *p)
     uint64_t small = (x - ones * 0x20) & ~x & high;
     uint64_t quote = (q - ones) & ~q & high;
     uint64_t slash = (b - ones) & ~b & high;
-    return (small | quote | slash) != 0;
+    return (small | quote | slash | (x & high)) != 0;
 }
 
+/*
+ * A JSON string of the n bytes at s. Bytes that are not UTF-8 are written
+ * as \ufffd, one per byte, as Go's encoding/json writes them: a driver's or
+ * a user's text may hold any bytes, and a patch carrying them raw would give
+ * the API an object this module's reader refuses (and Go's would change).
+ */
 static void put_string(util_buf *w, const char *s, size_t n)
 {
     util_buf_put(w, "\"", 1);
@@ -826,12 +832,25 @@ static void put_string(util_buf *w, const char *s, size_t n)
         size_t run = i;
         while (i + 8 <= n && !needs_escape8(s + i))
             i += 8;
-        while (i < n && !esc_of[(unsigned char)s[i]])
+        while (i < n && !esc_of[(unsigned char)s[i]] && (unsigned char)s[i] < 0x80)
             i++;
         util_buf_put(w, s + run, i - run);
         if (i == n)
             break;
-        unsigned char c = (unsigned char)s[i++];
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            unsigned rune;
+            size_t k = util_utf8_decode(s + i, n - i, &rune);
+            if (k == 0) {
+                util_buf_put(w, "\\ufffd", 6);
+                i++;
+            } else {
+                util_buf_put(w, s + i, k);
+                i += k;
+            }
+            continue;
+        }
+        i++;
         char e = esc_of[c];
         if (e == 'u') {
             static const char hex[] = "0123456789abcdef";

@@ -170,7 +170,8 @@ int kobj_parse(const char *text, size_t len, size_t *used, json_object **out);
 /* The tree of a text that is one value and whitespace; NULL for anything
  * else (bad JSON, trailing text, a JSON null), util_err_last() saying why. */
 json_object *kobj_parse_text(const char *text, size_t len);
-/* Compact JSON text of `o` (NULL: "null"), "/" left as it is; the caller
+/* Compact JSON text of `o` (NULL: "null"), "/" left as it is, a byte of a
+ * string that is not UTF-8 written as \ufffd (as Go writes it); the caller
  * frees. *len (may be NULL) gets its length. */
 char *kobj_to_text(const json_object *o, size_t *len);
 

@@ -47,7 +47,7 @@ $(FUZZ_GEN)/google/protobuf/%.pb-c.c $(FUZZ_GEN)/google/protobuf/%.pb-c.h: /usr/
 
 # ---- the project's code, instrumented ------------------------------------------
 
-FUZZ_SRC_DIRS := common/* provisioner snapshotter attacher registrar cosi/controller cosi/sidecar hack/kube-lite hack/snapshot-controller-sim
+FUZZ_SRC_DIRS := common/* provisioner resizer snapshotter attacher registrar cosi/controller cosi/sidecar hack/kube-lite hack/snapshot-controller-sim
 FUZZ_ALL_SRCS := $(wildcard $(addsuffix /*.c,$(FUZZ_SRC_DIRS)))
 FUZZ_MAINS    := $(shell grep -l '^int main' $(FUZZ_ALL_SRCS) 2>/dev/null)
 FUZZ_SRCS     := $(filter-out $(FUZZ_MAINS),$(FUZZ_ALL_SRCS))

@@ -507,6 +507,42 @@ static void test_common_keys(void **state)
     }
 }
 
+/* Bytes that are not UTF-8 (a driver's text may hold any) are written as
+ * \ufffd, one per byte, as Go's encoding/json writes them; the text reads
+ * back. Valid multi-byte characters and escapes are kept. */
+static void test_writer_replaces_bytes_that_are_not_utf8(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        size_t len;
+        const char *want;
+    } bytes_rows[] = {
+        {"a\xff"
+         "b",
+         3, "\"a\\ufffdb\""},
+        {"\xc3\xa9", 2, "\"\xc3\xa9\""},
+        {"\xe2\x82", 2, "\"\\ufffd\\ufffd\""},                       /* cut short */
+        {"\xc0\xaf", 2, "\"\\ufffd\\ufffd\""},                       /* overlong */
+        {"\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\""},            /* a surrogate */
+        {"\xf4\x90\x80\x80", 4, "\"\\ufffd\\ufffd\\ufffd\\ufffd\""}, /* past U+10FFFF */
+        {"0123456789\x80\"\n\xf0\x9f\x98\x80", 17, "\"0123456789\\ufffd\\\"\\n\xf0\x9f\x98\x80\""},
+    };
+    for (size_t i = 0; i < N_ROWS(bytes_rows); i++) {
+        json_object *o = json_object_new_string_len(bytes_rows[i].in, (int)bytes_rows[i].len);
+        size_t len = 0;
+        char *got = kobj_to_text(o, &len);
+        if (strcmp(got, bytes_rows[i].want) != 0 || len != strlen(bytes_rows[i].want))
+            fail_msg("row %zu: wrote %s, want %s", i, got, bytes_rows[i].want);
+        json_object *back = kobj_parse_text(got, len);
+        if (!back)
+            fail_msg("row %zu: %s does not read back: %s", i, got, util_err_last());
+        json_object_put(back);
+        free(got);
+        json_object_put(o);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -518,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_frame_every_cut),
         cmocka_unit_test(test_frame_table),
         cmocka_unit_test(test_common_keys),
+        cmocka_unit_test(test_writer_replaces_bytes_that_are_not_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
