@@ -196,9 +196,11 @@ static void check_enum(const json_object *schema, const json_object *v, const ch
     char *list = NULL;
     for (size_t i = 0; i < kobj_len(en); i++) {
         json_object *a = kobj_at(en, i);
-        char *q = json_object_is_type(a, json_type_string)
-                      ? kl_quote(json_object_get_string(a))
-                      : kl_quote(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN));
+        /* The schema is shared by the request threads: kobj's writer only
+         * reads it (json-c's printer caches its text in the object). */
+        char *t = json_object_is_type(a, json_type_string) ? NULL : kobj_to_text(a, NULL);
+        char *q = kl_quote(t ? t : json_object_get_string(a));
+        free(t);
         char *next = util_asprintf("%s%s%s", list ? list : "", len ? ", " : "", q);
         free(list);
         free(q);

@@ -504,8 +504,11 @@ typedef struct kl_obj {
     int refs;            /* atomic */
 } kl_obj;
 
-/* The object as a tree: a new reference the caller puts. No copy for the
- * kept types; a parse of the text otherwise (treat it as read-only). */
+/* The object as a tree the caller owns and puts: a copy of the kept tree
+ * for the kept types, a parse of the text otherwise. Never the kept tree
+ * itself: json-c's reference counts are not atomic, and many request
+ * threads read the same StorageClass or CSIDriver at once (a borrowed
+ * o->obj, held through `o`, is the way to read a kept tree in place). */
 json_object *kl_obj_tree(const kl_obj *o);
 
 kl_obj *kl_obj_ref(kl_obj *o);

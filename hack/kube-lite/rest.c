@@ -119,20 +119,27 @@ static void uuid4(char out[37])
              b[14], b[15]);
 }
 
-static void set_body(kl_response *r, int code, json_object *body)
+/* The answer `body` as JSON text and a newline. kobj's writer only reads
+ * the tree (json-c's printer caches its text in the object), so a document
+ * many request threads share, such as discovery's, is written in place. */
+static void set_body_shared(kl_response *r, int code, const json_object *body)
 {
     size_t len = 0;
-    const char *text = json_object_to_json_string_length(
-        body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+    char *text = kobj_to_text(body, &len);
     r->code = code;
-    r->body = malloc(len + 2);
+    r->body = realloc(text, len + 2);
     if (!r->body)
         abort();
-    memcpy(r->body, text, len);
     r->body[len] = '\n';
     r->body[len + 1] = '\0';
     r->len = len + 1;
     r->content_type = "application/json";
+}
+
+/* set_body_shared, then `body` put. */
+static void set_body(kl_response *r, int code, json_object *body)
+{
+    set_body_shared(r, code, body);
     json_object_put(body);
 }
 
@@ -2278,12 +2285,12 @@ static bool non_resource_in(kl_api *a, const kl_discovery *d, const kl_request *
         json_object *l = NULL;
         if (!json_object_object_get_ex(d->gv_lists, key, &l))
             return false;
-        set_body(r, 200, json_object_get(l));
+        set_body_shared(r, 200, l);
     } else if (n == 2 && strcmp(s[0], "apis") == 0) {
         json_object *g = NULL;
         if (!json_object_object_get_ex(d->gv_groups, s[1], &g))
             return false;
-        set_body(r, 200, json_object_get(g));
+        set_body_shared(r, 200, g);
     } else if (n == 1 && strcmp(s[0], "version") == 0) {
         char *v = util_asprintf(
             "{\"major\":\"1\",\"minor\":\"%s\",\"gitVersion\":\"v1.%s.0\",\"gitCommit\":"
@@ -2309,7 +2316,7 @@ static bool non_resource_in(kl_api *a, const kl_discovery *d, const kl_request *
         json_object *doc = NULL;
         if (!json_object_object_get_ex(d->openapi_gv, key, &doc))
             return false;
-        set_body(r, 200, json_object_get(doc));
+        set_body_shared(r, 200, doc);
     } else {
         return false;
     }
