@@ -107,7 +107,10 @@ static json_object *current(snap_ctrl *c, const char *name)
 
 /*
  * One patch of the content (`status`: the status subresource); the answer
- * replaces *obj and is remembered. -EREMOTEIO with `what` and the API's
+ * replaces *obj and is remembered when it is a well-formed content of that
+ * name (checked as the informer checks what it caches: a garbled answer
+ * would decide the sync's next step; *obj then stays the copy sent from,
+ * and the informer brings the truth). -EREMOTEIO with `what` and the API's
  * message; *conflict for a 409 or a failed JSON patch test (422).
  */
 static int patch(snap_ctrl *c, json_object **obj, bool status, enum kube_patch_type type,
@@ -122,10 +125,14 @@ static int patch(snap_ctrl *c, json_object **obj, bool status, enum kube_patch_t
     kube_resp r = {0};
     int rc = kube_patch(c->o.kube, path, type, text, &r);
     obs_v(5, "PATCH %s %s: %d", path, text, r.code);
-    if (rc == 0 && r.body) {
+    if (rc == 0 && r.body &&
+        kube_object_check(&KUBE_VOLUMESNAPSHOTCONTENT, r.body, kobj_name(*obj)) == 0) {
         remember(c, r.body);
         json_object_put(*obj);
         *obj = json_object_get(r.body);
+    } else if (rc == 0) {
+        obs_v(2, "PATCH %s: the answer is not used: %s", path,
+              r.body ? util_err_last() : "no body");
     } else if (rc < 0) {
         if (conflict)
             *conflict = kube_is_conflict(&r) || r.code == 422;
@@ -418,9 +425,11 @@ out:
     return rc;
 }
 
-static int remove_finalizer(snap_ctrl *c, json_object **obj)
+/* The finalizer as `decided` (the copy the sync decided on) shows it; the
+ * patch tests the entry it removes, so an older copy is safe. */
+static int remove_finalizer(snap_ctrl *c, json_object **obj, const json_object *decided)
 {
-    char *text = kobj_patch_remove_finalizer(*obj, SNAP_FINALIZER);
+    char *text = kobj_patch_remove_finalizer(decided, SNAP_FINALIZER);
     if (!text)
         return 0;
     int rc = patch(c, obj, false, KUBE_PATCH_JSON, text, "remove finalizer", NULL);
@@ -468,12 +477,20 @@ static int delete_snapshot(snap_ctrl *c, json_object **obj, const snap_content *
         free(err);
         return rc;
     }
+    /* The finalizer goes as the copy this sync decided on shows it, not as
+     * the status write's answer does: an answer garbled on the way (a
+     * finalizer entry of another type) would end the deletion here as done,
+     * and the status-only change that follows wakes no sync. */
+    json_object *decided = json_object_get(*obj);
     rc = patch(c, obj, true, KUBE_PATCH_MERGE, snap_patch_clear_status(*obj), "clear status", NULL);
     if (rc < 0) {
         event(c, *obj, SNAP_EV_DELETE_ERROR, "Failed to clear content status");
+        json_object_put(decided);
         return rc;
     }
-    return remove_finalizer(c, obj);
+    rc = remove_finalizer(c, obj, decided);
+    json_object_put(decided);
+    return rc;
 }
 
 /* ---- sync ------------------------------------------------------------------------------------ */
@@ -512,7 +529,7 @@ static int sync_content(snap_ctrl *c, const char *name)
         rc = delete_snapshot(c, &cur, &d);
         break;
     case SNAP_REMOVE_FINALIZER:
-        rc = remove_finalizer(c, &cur);
+        rc = remove_finalizer(c, &cur, obj);
         break;
     case SNAP_DROP_CREATING:
         rc = drop_creating(c, &cur);

@@ -120,6 +120,14 @@ bool snap_update_needs_sync(const json_object *old, const json_object *obj)
     if (!kobj_bool(kobj_obj(old, "status"), "readyToUse", false) &&
         kobj_bool(kobj_obj(obj, "status"), "readyToUse", false))
         return true;
+    /* A deletion held back by the being-created annotation goes on when the
+     * annotation goes. Upstream counts on the readyToUse change above for it
+     * (external-snapshotter#1388), which holds only when the sync that wrote
+     * the status also dropped the annotation; when a later sync drops it, no
+     * other change would wake the deletion. */
+    if (kobj_deleting(obj) && has_annotation(old, SNAP_ANN_BEING_CREATED) &&
+        !has_annotation(obj, SNAP_ANN_BEING_CREATED))
+        return true;
     json_object *old_ann = kobj_obj(kobj_obj(old, "metadata"), "annotations");
     json_object *creating = kobj_get(old_ann, SNAP_ANN_BEING_CREATED);
     json_object *x = sanitized(old, creating), *y = sanitized(obj, creating);

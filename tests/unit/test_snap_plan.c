@@ -249,6 +249,11 @@ static void test_update_needs_sync_rows(void **state)
         {"the being-created annotation removed: no sync",
          "{`metadata`:{`resourceVersion`:`1`,`annotations`:{" BEING_CRE ",`a`:`b`}}}",
          "{`metadata`:{`resourceVersion`:`2`,`annotations`:{`a`:`b`}}}", false},
+        {"the being-created annotation removed from a content being deleted: sync (the "
+         "deletion it held back goes on)",
+         "{`metadata`:{`resourceVersion`:`1`," DELETING "`annotations`:{" BEING_CRE "," BEING_DEL
+         "}}}",
+         "{`metadata`:{`resourceVersion`:`2`," DELETING "`annotations`:{" BEING_DEL "}}}", true},
         {"the being-deleted annotation: sync", "{`metadata`:{`resourceVersion`:`1`}}",
          "{`metadata`:{`resourceVersion`:`2`,`annotations`:{" BEING_DEL "}}}", true},
         {"a deletionTimestamp: sync", "{`metadata`:{`resourceVersion`:`1`}}",
