@@ -1,23 +1,31 @@
 #!/usr/bin/env bash
-# The three sidecars and the two COSI binaries against a hostile API server,
-# end to end: kube-lite (plain HTTP on loopback, its binder and attach
-# stand-ins, the COSI CRDs of manifests/cosi/crd) behind
+# The five storage sidecars and the two COSI binaries against a hostile API
+# server, end to end: kube-lite (plain HTTP on loopback, its binder and attach
+# stand-ins, the snapshot types it serves built in, the COSI CRDs of
+# manifests/cosi/crd) behind
 # tests/hostile/hostile_proxy.py, which forwards every request and corrupts a
 # random share of the answers (errors, resets, truncated bodies, invalid
 # UTF-8, wrong JSON types at random paths of objects, lists and watch events,
 # bad events, duplicated keys, 2 MiB strings, stalls), custom resources
 # included. csi-provisioner, csi-attacher, csi-node-driver-registrar (direct
-# mode), objectstorage-controller and objectstorage-sidecar (with its own
-# example-cosi-driver) all talk to the API through the proxy while
-# tests/hostile/loadgen.py keeps creating and deleting claims and pods (and so
-# volumes and VolumeAttachments), BucketClaims (of a Delete BucketClass) and
-# BucketAccesses (of a Key BucketAccessClass) directly in kube-lite. After
-# HOSTILE_SECONDS (default 60) the proxy turns honest and the world must
-# converge: fresh claims Bound, their VolumeAttachments attached, the node's
-# registration in place, fresh BucketClaims ready and BucketAccesses granted
-# with their Secrets, every COSI object the load generator deleted gone (with
-# its Secret, its Bucket and the driver's bucket or grant), every one it left
-# ready or granted, the driver holding exactly the buckets of the claims left.
+# mode), csi-resizer, csi-snapshotter, objectstorage-controller and
+# objectstorage-sidecar (with its own example-cosi-driver) all talk to the API
+# through the proxy while tests/hostile/loadgen.py keeps creating and deleting
+# claims and pods (and so volumes and VolumeAttachments), growing claims (of
+# a class with allowVolumeExpansion), writing and deleting VolumeSnapshotContents
+# as upstream's snapshot-controller would (of a Delete VolumeSnapshotClass),
+# BucketClaims (of a Delete BucketClass) and BucketAccesses (of a Key
+# BucketAccessClass) directly in kube-lite. After HOSTILE_SECONDS (default 60)
+# the proxy turns honest and the world must converge: fresh claims Bound,
+# their VolumeAttachments attached, the node's registration in place, every
+# grown claim the load generator kept grown (PV capacity, allocatedResources,
+# FileSystemResizePending: the example driver asks for node expansion, and no
+# kubelet runs here), every content it left readyToUse with a snapshot the
+# driver holds, every one it deleted gone with its snapshot, fresh
+# BucketClaims ready and BucketAccesses granted with their Secrets, every COSI
+# object the load generator deleted gone (with its Secret, its Bucket and the
+# driver's bucket or grant), every one it left ready or granted, the driver
+# holding exactly the buckets of the claims left.
 #
 #   tests/e2e/test_hostile.sh <build-dir>
 #   HOSTILE_SEED=1234 tests/e2e/test_hostile.sh build/asan   # replays a run's decisions
@@ -26,11 +34,13 @@
 # probability), HOSTILE_PROBS (a JSON object of probabilities by kind, to
 # narrow a replay down to one corruption: see the proxy's DEFAULTS),
 # HOSTILE_SPARE (regex of API paths left alone), HOSTILE_V (the sidecars'
-# -v), HOSTILE_LOGS=DIR (keeps every log and the COSI objects as last seen),
-# HOSTILE_RSS_MIB.
+# -v), HOSTILE_LOGS=DIR (keeps every log, the COSI objects, claims, PVs and
+# contents as last seen, both drivers' status.json and the load generator's
+# record), HOSTILE_RSS_MIB. The load generator's contents take their names
+# from the seed too, so a replay meets the same fates on their paths.
 #
-# Checks: every sidecar alive, answering /healthz (and /metrics where it has
-# one), peak RSS under HOSTILE_RSS_MIB (default 300), no sanitizer report in
+# Checks: every sidecar alive, answering /healthz and /metrics where it has
+# them, peak RSS under HOSTILE_RSS_MIB (default 300), no sanitizer report in
 # any log, convergence, exit 0 on SIGTERM; and against an API server that
 # never answers, SIGTERM while starting ends each one at once with 0. Ends
 # with "N passed, N failed".
@@ -45,6 +55,8 @@ DRV="$B/bin/example-csi-driver"
 PROV="$B/bin/csi-provisioner"
 ATT="$B/bin/csi-attacher"
 REG="$B/bin/csi-node-driver-registrar"
+RSZ="$B/bin/csi-resizer"
+SNAP="$B/bin/csi-snapshotter"
 CDRV="$B/bin/example-cosi-driver"
 CTRL="$B/bin/objectstorage-controller"
 SC="$B/bin/objectstorage-sidecar"
@@ -57,6 +69,7 @@ RSS_MAX_MIB=${HOSTILE_RSS_MIB:-300}
 DRIVER=hostpath.csi.example.com
 COSI_DRIVER=cosi.example.com
 COSI=/apis/objectstorage.k8s.io/v1alpha1
+VSC=/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents
 NODE=node-1
 NS=default
 WORK=$(mktemp -d)
@@ -69,7 +82,7 @@ EXPECT_LAST="$WORK/last"
 # measures the quarantine, not the sidecar. 64 MiB still catches what matters.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}quarantine_size_mb=64"
 
-SIDECARS=(prov att reg ctrl sc)
+SIDECARS=(prov att reg rsz snap ctrl sc)
 # A sidecar's log with a sanitizer report is copied to the output (run.sh
 # fails the suite on it) before the scratch directory goes.
 hostile_cleanup() {
@@ -82,10 +95,13 @@ hostile_cleanup() {
     fi
   done
   # HOSTILE_LOGS=DIR keeps every log of the run there (for a replay's post-mortem).
-  # With it the COSI world as last seen (cosi-*.json, the COSI driver's status.json).
+  # With it the COSI world as last seen (cosi-*.json, the COSI driver's status.json),
+  # the claims, PVs and contents (storage-*.json), the CSI driver's status.json and
+  # the load generator's record.
   if [ -n "${HOSTILE_LOGS:-}" ]; then
     mkdir -p "$HOSTILE_LOGS" && cp "$WORK"/*.log "$HOSTILE_LOGS"/
-    cp "$WORK"/cosi-*.json "$HOSTILE_LOGS"/ 2>/dev/null
+    cp "$WORK"/cosi-*.json "$WORK"/storage-*.json "$WORK/loadgen.json" "$HOSTILE_LOGS"/ 2>/dev/null
+    cp "$WORK/drv/state/status.json" "$HOSTILE_LOGS/csi-driver-status.json" 2>/dev/null
     cp "$WORK/cdrv/state/status.json" "$HOSTILE_LOGS/cosi-driver-status.json" 2>/dev/null
   fi
   rm -rf "$WORK"
@@ -95,7 +111,7 @@ trap hostile_cleanup EXIT
 for tool in python3 curl jq kubectl; do
   command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; finish; }
 done
-for bin in "$KL" "$DRV" "$PROV" "$ATT" "$REG" "$CDRV" "$CTRL" "$SC"; do
+for bin in "$KL" "$DRV" "$PROV" "$ATT" "$REG" "$RSZ" "$SNAP" "$CDRV" "$CTRL" "$SC"; do
   [ -x "$bin" ] || { bad "$(basename "$bin") is built (make)"; finish; }
 done
 echo "seed $HOSTILE_SEED (replay: HOSTILE_SEED=$HOSTILE_SEED $0 $B)"
@@ -127,9 +143,10 @@ ok "kube-lite and the hostile proxy in front of it (seed $HOSTILE_SEED)"
 api() { curl -s --max-time 10 "$SERVER$1"; }
 post() { curl -s --max-time 10 -H 'Content-Type: application/json' -X POST --data "$2" "$SERVER$1" >/dev/null; }
 post /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"'$NODE'","labels":{"kubernetes.io/hostname":"'$NODE'"}}}'
-post /apis/storage.k8s.io/v1/storageclasses '{"apiVersion":"storage.k8s.io/v1","kind":"StorageClass","metadata":{"name":"hostile"},"provisioner":"'$DRIVER'","reclaimPolicy":"Delete","volumeBindingMode":"Immediate"}'
-check "the node and the storage class exist" "$NODE hostile" \
-  "$(api /api/v1/nodes/$NODE | jq -r .metadata.name) $(api /apis/storage.k8s.io/v1/storageclasses/hostile | jq -r .metadata.name)"
+post /apis/storage.k8s.io/v1/storageclasses '{"apiVersion":"storage.k8s.io/v1","kind":"StorageClass","metadata":{"name":"hostile"},"provisioner":"'$DRIVER'","reclaimPolicy":"Delete","volumeBindingMode":"Immediate","allowVolumeExpansion":true}'
+post /apis/snapshot.storage.k8s.io/v1/volumesnapshotclasses '{"apiVersion":"snapshot.storage.k8s.io/v1","kind":"VolumeSnapshotClass","metadata":{"name":"hostile-snaps"},"driver":"'$DRIVER'","deletionPolicy":"Delete","parameters":{"color":"blue"}}'
+check "the node, the storage class (expandable) and the snapshot class exist" "$NODE hostile true hostile-snaps" \
+  "$(api /api/v1/nodes/$NODE | jq -r .metadata.name) $(api /apis/storage.k8s.io/v1/storageclasses/hostile | jq -r '.metadata.name + " " + (.allowVolumeExpansion | tostring)') $(api /apis/snapshot.storage.k8s.io/v1/volumesnapshotclasses/hostile-snaps | jq -r .metadata.name)"
 
 # The COSI CRDs, applied as an admin would (kubectl, straight to kube-lite), and
 # the classes of the load generator's BucketClaims and BucketAccesses.
@@ -159,6 +176,8 @@ wait_for 20 test -S "$CSOCK" || { bad "the example COSI driver starts" "$(cat "$
 P_PROV=$(free_port)
 P_ATT=$(free_port)
 P_REG=$(free_port)
+P_RSZ=$(free_port)
+P_SNAP=$(free_port)
 P_CTRL=$(free_port)
 P_SC=$(free_port)
 COMMON=(--csi-address="$SOCK" --kubeconfig="$WORK/hostile.kubeconfig" --kube-api-qps=50 --kube-api-burst=100 ${HOSTILE_V:+-v=$HOSTILE_V})
@@ -168,16 +187,23 @@ start att "$ATT" "${COMMON[@]}" --http-endpoint="127.0.0.1:$P_ATT" --worker-thre
   --retry-interval-start=100ms --retry-interval-max=5s
 start reg env NODE_NAME="$NODE" "$REG" --csi-address="$SOCK" --kubeconfig="$WORK/hostile.kubeconfig" \
   --node-registration=direct --http-endpoint="127.0.0.1:$P_REG" ${HOSTILE_V:+-v=$HOSTILE_V}
+# The resizer and the snapshotter elect no leader (their default, as the
+# provisioner and the attacher here).
+start rsz "$RSZ" "${COMMON[@]}" --http-endpoint="127.0.0.1:$P_RSZ" --workers=4 \
+  --retry-interval-start=100ms --retry-interval-max=5s
+start snap "$SNAP" "${COMMON[@]}" --http-endpoint="127.0.0.1:$P_SNAP" --worker-threads=4 \
+  --retry-interval-start=100ms --retry-interval-max=5s
 # The COSI binaries elect no leader here (one replica each); their default
 # qps (5) could not keep up with the load generator.
 COSI_COMMON=(--kubeconfig="$WORK/hostile.kubeconfig" --kube-api-qps=50 --kube-api-burst=100 --leader-election=false
   --worker-threads=4 --retry-interval-start=100ms --retry-interval-max=5s ${HOSTILE_V:+-v=$HOSTILE_V})
 start ctrl "$CTRL" "${COSI_COMMON[@]}" --http-endpoint="127.0.0.1:$P_CTRL"
 start sc "$SC" "${COSI_COMMON[@]}" --http-endpoint="127.0.0.1:$P_SC" --driver-addr "unix://$CSOCK"
-declare -A PORT=([prov]=$P_PROV [att]=$P_ATT [reg]=$P_REG [ctrl]=$P_CTRL [sc]=$P_SC)
+declare -A PORT=([prov]=$P_PROV [att]=$P_ATT [reg]=$P_REG [rsz]=$P_RSZ [snap]=$P_SNAP [ctrl]=$P_CTRL [sc]=$P_SC)
 
 start loadgen python3 "$LOADGEN" --server "$SERVER" --class hostile --nodes "$NODE" --interval 0.5 --keep 6 \
-  --bucket-class hostile-delete --access-class hostile-key --record "$WORK/loadgen.json"
+  --bucket-class hostile-delete --access-class hostile-key --grow --snapshot-class hostile-snaps \
+  --driver "$DRIVER" --seed "$HOSTILE_SEED" --record "$WORK/loadgen.json"
 
 # While the proxy lies: note the first moment a sidecar is gone.
 declare -A DIED=()
@@ -196,8 +222,9 @@ for n in "${SIDECARS[@]}"; do
   fi
 done
 
-# /healthz (provisioner, registrar and the COSI binaries; the attacher has
-# none, as upstream) and /metrics (all but the registrar) answer. Without
+# /healthz (provisioner, registrar and the COSI binaries; the attacher, the
+# resizer and the snapshotter have none, as upstream) and /metrics (all but
+# the registrar) answer. Without
 # leader election the COSI binaries serve no /healthz/leader-election (the
 # kit registers it only with an election to report on).
 http_code() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://127.0.0.1:$1$2"; }
@@ -208,10 +235,15 @@ for n in ctrl sc; do
   check "$n serves no /healthz/leader-election with --leader-election=false" 404 \
     "$(http_code "${PORT[$n]}" /healthz/leader-election)"
 done
-for n in prov att ctrl sc; do
+for n in prov att rsz snap ctrl sc; do
   m=$(curl -s --max-time 10 "http://127.0.0.1:${PORT[$n]}/metrics")
   contains "$n answers /metrics" "# TYPE" "$m"
   case $n in
+    rsz) contains "... with its work queue's metrics" "workqueue_adds_total{name=\"$DRIVER-pvc\"}" "$m" ;;
+    snap)
+      contains "... with its work queue's metrics" 'workqueue_adds_total{name="csi-snapshotter-content"}' "$m"
+      contains "... and the driver calls'" 'method_name="/csi.v1.Controller/CreateSnapshot"' "$m"
+      ;;
     ctrl) contains "... with its work queue's metrics" 'workqueue_adds_total{name="bucketclaims"}' "$m" ;;
     sc)
       contains "... with its work queues' metrics" 'workqueue_adds_total{name="cosi-bucketaccesses"}' "$m"
@@ -257,8 +289,18 @@ if [ "${cmut:-0}" -ge 20 ] && [ "$cnkinds" -ge 6 ]; then
 else
   bad "the proxy lied about the COSI objects (at least 20 mutations of 6 kinds)" "$ckinds"
 fi
+# ... and about the snapshot objects.
+skinds=$(grep -E '^hostile-proxy: group snapshot.storage.k8s.io:' "$WORK/proxy.log" | grep -Eo 'mutations=[0-9]+ .*' | head -n 1)
+echo "proxy, snapshot.storage.k8s.io: $skinds"
+smut=$(sed -n 's/^mutations=\([0-9]*\).*/\1/p' <<<"$skinds")
+snkinds=$(grep -Eo '[a-z0-9]+=[0-9]+' <<<"$skinds" | grep -vc '^mutations=')
+if [ "${smut:-0}" -ge 20 ] && [ "$snkinds" -ge 6 ]; then
+  ok "the proxy lied about the snapshot objects (${smut} mutations of ${snkinds} kinds)"
+else
+  bad "the proxy lied about the snapshot objects (at least 20 mutations of 6 kinds)" "$skinds"
+fi
 agents=$(grep -E '^hostile-proxy: by client:' "$WORK/proxy.log" | head -n 1)
-for a in cosi-controller-manager cosi; do
+for a in csi-resizer csi-snapshotter cosi-controller-manager cosi; do
   na=$(grep -Eo " $a=[0-9]+" <<<"$agents" | cut -d= -f2)
   if [ "${na:-0}" -ge 10 ]; then
     ok "... $na of them to $a's requests"
@@ -299,6 +341,84 @@ expect "the node's registration is in place (annotation and CSINode entry)" 45 r
 all() { local f=$1 c; shift; for c in "$@"; do "$f" "$c" || return 1; done; }
 expect "the claims made after the lies stopped are Bound" 45 all bound "${FINAL[@]}"
 expect "their VolumeAttachments are attached" 45 all attached "${FINAL[@]}"
+
+# Resizes and snapshots: what the load generator left (its record) against
+# kube-lite's claims, PVs and contents and the driver's snapshots.
+# storage_py EXPR: EXPR over that state (pvc, pv, vsc: claims, PVs, contents by
+# name; ds: the driver's snapshots by name; rec: the record), printed
+storage_py() {
+  api "/api/v1/namespaces/$NS/persistentvolumeclaims" >"$WORK/storage-pvcs.json"
+  api /api/v1/persistentvolumes >"$WORK/storage-pvs.json"
+  api $VSC >"$WORK/storage-contents.json"
+  python3 - "$WORK" "$WORK/drv/state/status.json" "$WORK/loadgen.json" "$1" <<'PY'
+import json, sys
+
+def items(name):
+    try:
+        return {o["metadata"]["name"]: o for o in json.load(open("%s/storage-%s.json" % (sys.argv[1], name)))["items"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+pvc, pv, vsc = items("pvcs"), items("pvs"), items("contents")
+try:
+    ds = {x["name"]: x for x in json.load(open(sys.argv[2])).get("snapshots", [])}
+except (OSError, ValueError):
+    ds = {}
+try:
+    rec = json.load(open(sys.argv[3]))
+except (OSError, ValueError):
+    rec = {}
+# the kept claims grown: {name: {"asked": the size last asked for, "expect": the sizes the resizer may leave}}
+grown = {n: k for n, k in rec.get("kept_claims", {}).items() if k["asked"] != "1Gi"}
+
+
+def st(o):
+    return o.get("status") or {}
+
+
+def pv_of(claim):
+    return pv.get((pvc.get(claim, {}).get("spec") or {}).get("volumeName") or "", {})
+
+
+def pv_size(n):
+    return ((pv_of(n).get("spec") or {}).get("capacity") or {}).get("storage")
+
+
+def resized(n, k):
+    """What is not yet as the resizer leaves a claim grown to one of the sizes
+    k["expect"] with this driver (node expansion required, no kubelet): that
+    size in allocatedResources as in the PV's capacity, NodeResizePending,
+    FileSystemResizePending; capacity still the old 1Gi."""
+    s = st(pvc.get(n, {}))
+    conds = {c.get("type"): c.get("status") for c in s.get("conditions") or []}
+    size = (s.get("allocatedResources") or {}).get("storage")
+    have = [size in k["expect"] and size == pv_size(n), (s.get("allocatedResourceStatuses") or {}).get("storage"),
+            conds.get("FileSystemResizePending"), (s.get("capacity") or {}).get("storage")]
+    want = [True, "NodeResizePending", "True", "1Gi"]
+    return [] if have == want else [(n, k, size, pv_size(n), have[1:])]
+
+
+r = eval(sys.argv[4])
+print(r if isinstance(r, str) else json.dumps(r, sort_keys=True))
+PY
+}
+storage_is() { [ "$(storage_py "$1" | tee "$EXPECT_LAST")" = "$2" ]; }
+echo "load generator: $(storage_py '"%d claims kept, %d grown: %d again while the first resize could run (%d now 3Gi), %d again while it waited for the node; %d contents left, %d deleted" % (len(rec.get("kept_claims", {})), len(grown), sum(1 for k in grown.values() if len(k["expect"]) == 2), sum(1 for n, k in grown.items() if len(k["expect"]) == 2 and pv_size(n) == "3Gi"), sum(1 for k in grown.values() if k["asked"] == "3Gi" and k["expect"] == ["2Gi"]), len(rec.get("contents_left", [])), len(rec.get("contents_deleted", [])))')"
+check "the load generator grew kept claims (some twice) and made and deleted contents" "True" \
+  "$(storage_py 'str(len(grown) >= 3 and any(k["asked"] == "3Gi" for k in grown.values()) and len(rec.get("contents_left", [])) >= 5 and len(rec.get("contents_deleted", [])) >= 10)')"
+# Grown again while the first resize could still run: the resizer ends at either size. Grown
+# again once that resize waited for the node (NodeResizePending): it stays at the first size
+# until a kubelet finishes the node's part, as upstream's (expand_and_recover.go).
+expect "every claim it grew and kept has a PV of the size asked for (2Gi; 2Gi or 3Gi when grown again during the resize; 2Gi when grown again while it waits for the node)" 60 storage_is \
+  '[(n, k, pv_size(n)) for n, k in sorted(grown.items()) if pv_size(n) not in k["expect"]]' '[]'
+expect "... and is as the resizer leaves it (allocatedResources the PV's size, NodeResizePending, FileSystemResizePending, capacity 1Gi)" 30 storage_is \
+  '[x for n, k in sorted(grown.items()) for x in resized(n, k)]' '[]'
+expect "every content it left is readyToUse, its snapshotHandle a snapshot the driver holds" 60 storage_is \
+  '[(c["name"], st(vsc.get(c["name"], {})).get("readyToUse"), st(vsc.get(c["name"], {})).get("snapshotHandle")) for c in rec.get("contents_left", []) if st(vsc.get(c["name"], {})).get("readyToUse") is not True or ds.get("snapshot-" + c["uid"], {}).get("id") != st(vsc.get(c["name"], {})).get("snapshotHandle")]' '[]'
+expect "every content it deleted is gone" 45 storage_is \
+  '[c["name"] for c in rec.get("contents_deleted", []) if c["name"] in vsc]' '[]'
+expect "the driver holds exactly the snapshots of the contents left (snapshot-<VolumeSnapshot UID>)" 30 storage_is \
+  '[("too many", n) for n in sorted(set(ds) - {"snapshot-" + c["spec"]["volumeSnapshotRef"]["uid"] for c in vsc.values()})] + [("missing", n) for n in sorted({"snapshot-" + c["spec"]["volumeSnapshotRef"]["uid"] for c in vsc.values()} - set(ds))]' '[]'
 
 # COSI: fresh BucketClaims and BucketAccesses, then the load generator's.
 bclaim() { post "$COSI/namespaces/$NS/bucketclaims" '{"apiVersion":"objectstorage.k8s.io/v1alpha1","kind":"BucketClaim","metadata":{"name":"'"$1"'"},"spec":{"bucketClassName":"hostile-delete","protocols":["S3"]}}'; }
@@ -412,7 +532,7 @@ fi
 
 # ---- stop: every sidecar exits 0 on SIGTERM, no sanitizer report anywhere ---------------------------
 
-for n in reg att prov sc ctrl; do
+for n in reg att rsz snap prov sc ctrl; do
   stop "$n"
   check "$n exits 0 on SIGTERM" 0 "${RC[$n]}"
 done
@@ -438,6 +558,8 @@ BH_PORT=$(head -n 1 "$WORK/blackhole.log")
 sed "s#server: .*#server: http://127.0.0.1:$BH_PORT#" "$WORK/admin.kubeconfig" >"$WORK/blackhole.kubeconfig"
 start prov-bh "$PROV" --csi-address="$SOCK" --kubeconfig="$WORK/blackhole.kubeconfig"
 start att-bh "$ATT" --csi-address="$SOCK" --kubeconfig="$WORK/blackhole.kubeconfig"
+start rsz-bh "$RSZ" --csi-address="$SOCK" --kubeconfig="$WORK/blackhole.kubeconfig"
+start snap-bh "$SNAP" --csi-address="$SOCK" --kubeconfig="$WORK/blackhole.kubeconfig"
 # The COSI binaries as deployed (leader election on: stuck taking the lease)
 # and without leader election (stuck waiting for their caches).
 start ctrl-bh "$CTRL" --kubeconfig="$WORK/blackhole.kubeconfig"
@@ -447,6 +569,8 @@ start sc-bh-nole "$SC" --kubeconfig="$WORK/blackhole.kubeconfig" --driver-addr "
 expect "against a silent API server the provisioner is starting (it found the driver)" 20 \
   grep -q 'Detected CSI driver' "$WORK/prov-bh.log"
 expect "... and the attacher" 20 grep -q 'Detected CSI driver' "$WORK/att-bh.log"
+expect "... and the resizer" 20 grep -q 'Detected CSI driver' "$WORK/rsz-bh.log"
+expect "... and the snapshotter" 20 grep -q 'Detected CSI driver' "$WORK/snap-bh.log"
 detected() { grep -q 'Detected COSI driver' "$WORK/$1.log"; }
 expect "... and the COSI sidecars (they found the COSI driver)" 20 all detected sc-bh sc-bh-nole
 # asking NAME: NAME has a connection open to the silent API server (it is waiting on it):
@@ -466,12 +590,12 @@ for line in open("/proc/net/tcp").readlines()[1:]:
 sys.exit(1)
 PY
 }
-for n in ctrl-bh sc-bh ctrl-bh-nole sc-bh-nole; do
+for n in rsz-bh snap-bh ctrl-bh sc-bh ctrl-bh-nole sc-bh-nole; do
   expect "$n is waiting on the silent API server" 20 asking "$n"
 done
 sleep 1 # into the wait for the caches (or the lease)
 # All signalled at once; each must be gone within 5 s of it.
-BH=(prov-bh att-bh ctrl-bh sc-bh ctrl-bh-nole sc-bh-nole)
+BH=(prov-bh att-bh rsz-bh snap-bh ctrl-bh sc-bh ctrl-bh-nole sc-bh-nole)
 declare -A GONE_AT=()
 t=$SECONDS
 for n in "${BH[@]}"; do kill -TERM "${PID[$n]}" 2>/dev/null; done

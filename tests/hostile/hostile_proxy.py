@@ -14,8 +14,12 @@ Every API group is fair game, custom resources included: answers about the
 COSI objects (/apis/objectstorage.k8s.io/...) meet the same fates, and
 wrong types there also go to the fields the COSI binaries read (the Bucket's
 claim reference, driver name and deletion policy, the claim's and access's
-status, the classes' driver and parameters). The counts at the end say how
-many mutations each API group and each client (User-Agent) got.
+status, the classes' driver and parameters), as they go to the fields
+csi-snapshotter reads on VolumeSnapshotContents and classes
+(/apis/snapshot.storage.k8s.io/...) and csi-resizer on claims and PVs (the
+requested and allocated sizes, conditions, the PV's capacity and volume
+handle). The counts at the end say how many mutations each API group and
+each client (User-Agent) got.
 
 Writes reach kube-lite as they were sent (an injected error may stand in for
 the answer, before or after the write happened), so the store stays sane and
@@ -180,6 +184,45 @@ COSI_INTERESTING = [
     ("authenticationType",),
     ("parameters",),
 ]
+# The fields of VolumeSnapshotContents and VolumeSnapshotClasses that
+# csi-snapshotter decides on.
+SNAPSHOT_INTERESTING = [
+    ("spec", "driver"),
+    ("spec", "deletionPolicy"),
+    ("spec", "source"),
+    ("spec", "source", "volumeHandle"),
+    ("spec", "source", "snapshotHandle"),
+    ("spec", "volumeSnapshotClassName"),
+    ("spec", "volumeSnapshotRef"),
+    ("spec", "volumeSnapshotRef", "uid"),
+    ("status", "readyToUse"),
+    ("status", "snapshotHandle"),
+    ("status", "error"),
+    ("status", "creationTime"),
+    ("status", "restoreSize"),
+    ("driver",),
+    ("deletionPolicy",),
+    ("parameters",),
+]
+# The fields of claims and PVs that csi-resizer decides on (tried on every
+# core answer whose parent object is there).
+RESIZE_INTERESTING = [
+    ("spec", "resources", "requests"),
+    ("spec", "resources", "requests", "storage"),
+    ("spec", "volumeName"),
+    ("status", "capacity"),
+    ("status", "allocatedResources"),
+    ("status", "allocatedResourceStatuses"),
+    ("status", "conditions"),
+    ("spec", "capacity", "storage"),
+    ("spec", "csi", "volumeHandle"),
+    ("spec", "claimRef", "uid"),
+]
+EXTRA_BY_GROUP = {
+    "objectstorage.k8s.io": COSI_INTERESTING,
+    "snapshot.storage.k8s.io": SNAPSHOT_INTERESTING,
+    "core": RESIZE_INTERESTING,
+}
 LIST_INTERESTING = [("items",), ("metadata",), ("metadata", "resourceVersion"), ("kind",)]
 EVENT_INTERESTING = [("type",), ("object",)]
 
@@ -471,7 +514,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         parts = url.path.split("/")
         self.group = "core" if parts[1:2] == ["api"] else parts[2] if parts[1:2] == ["apis"] and len(parts) > 2 else "other"
         self.agent = (self.headers.get("User-Agent") or "").split("/")[0]
-        self.extra = COSI_INTERESTING if self.group == "objectstorage.k8s.io" else ()
+        self.extra = EXTRA_BY_GROUP.get(self.group, ())
         q = urllib.parse.parse_qs(url.query)
         watching = q.get("watch", ["false"])[0] in ("1", "true")
         rng = st.rng_for(self.command, url.path + ("?watch" if watching else ""))
