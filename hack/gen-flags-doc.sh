@@ -37,6 +37,7 @@ BINARIES=(
   "example-cosi-driver example-cosi-driver"
   "livenessprobe livenessprobe"
   "kubelet-sim kubelet-sim"
+  "snapshot-controller-sim snapshot-controller-sim"
 )
 
 PY=/usr/bin/python3
