@@ -123,12 +123,29 @@ static const char *lock_name(void *ud, const char *driver)
 struct run_ctx {
     rsz_ctrl_opts opts;
     rsz_config cfg;
+    bool probe_vac; /* the gate was not named: follow the API's discovery */
     rsz_ctrl *ctrl;
 };
 
+/* The discovery request runs here, on the serving thread, so that SIGTERM
+ * while the API server does not answer ends the process at once
+ * (sidecar_wait). */
 static void run(void *ud)
 {
     struct run_ctx *r = ud;
+    if (r->probe_vac) {
+        bool served = false;
+        if (vac_v1_served(r->opts.kube, &served) < 0)
+            obs_error("Failed to check VolumeAttributesClass V1 API availability: %s",
+                      util_err_last());
+        else if (served)
+            obs_info("VolumeAttributesClass v1 API is available");
+        else {
+            obs_info("Disabling VolumeAttributesClass feature gate because the "
+                     "VolumeAttributesClass v1 API is not available");
+            r->cfg.modify = false;
+        }
+    }
     if (rsz_ctrl_start(&r->opts, &r->cfg, &r->ctrl) < 0)
         obs_fatal_exit("cannot start the resizer: %s", util_err_last());
 }
@@ -217,21 +234,10 @@ int main(int argc, char **argv)
                  "resize requests");
     if (!modify)
         obs_info("Modify not supported: CSI driver does not support controller modify");
-    if (!gate_named(fl.feature_gates, "VolumeAttributesClass")) {
-        bool served = false;
-        if (vac_v1_served(sidecar_kube(s), &served) < 0)
-            obs_error("Failed to check VolumeAttributesClass V1 API availability: %s",
-                      util_err_last());
-        else if (served)
-            obs_info("VolumeAttributesClass v1 API is available");
-        else {
-            obs_info("Disabling VolumeAttributesClass feature gate because the "
-                     "VolumeAttributesClass v1 API is not available");
-            g.vac = false;
-        }
-    }
-
-    struct run_ctx r = {0};
+    /* With the gate not named, run() asks the API whether it serves
+     * VolumeAttributesClass, as upstream does at start. */
+    struct run_ctx r = {.probe_vac =
+                            g.vac && !gate_named(fl.feature_gates, "VolumeAttributesClass")};
     r.cfg = (rsz_config){
         .driver_name = sidecar_driver_name(s),
         .single_node_multi_writer =
