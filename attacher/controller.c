@@ -106,11 +106,18 @@ static void set_put(att_ctrl *c, struct lh_table *t, const char *key, bool on)
 /* ---- the overlay of our own writes ----------------------------------------------------- */
 
 /* Keeps the answer `obj` of a write (an object with metadata.uid). */
-static void overlay_put(att_ctrl *c, const json_object *obj, bool detached)
+static void overlay_put(att_ctrl *c, const kube_resource *res, const json_object *obj,
+                        bool detached)
 {
     const char *uid = kobj_uid(obj), *rv = kobj_rv(obj);
     if (!uid)
         return;
+    /* An answer the informer would refuse is not a copy to sync from:
+     * the next event or list brings the object as it is. */
+    if (kube_object_check(res, obj, NULL) < 0) {
+        obs_v(2, "the answer of a write is not used: %s", util_err_last());
+        return;
+    }
     struct written *w = util_calloc(1, sizeof(*w));
     w->json = kobj_to_text(obj, NULL);
     w->rv = util_strdup(rv ? rv : "");
@@ -205,7 +212,7 @@ static int patch_status(att_ctrl *c, const char *name, char *patch)
     kube_resp r = {0};
     int rc = kube_patch(c->o.kube, path, KUBE_PATCH_MERGE, patch, &r);
     if (rc == 0 && r.body)
-        overlay_put(c, r.body, false);
+        overlay_put(c, &KUBE_VOLUMEATTACHMENT, r.body, false);
     else if (rc < 0)
         rc = util_err_set(kube_is_not_found(&r) ? -ENOENT : rc, "status of VolumeAttachment %s: %s",
                           name, r.message);
@@ -231,8 +238,9 @@ static void save_error(att_ctrl *c, const char *name, bool attach, const char *m
  */
 typedef int (*patch_builder)(att_ctrl *c, const json_object *obj, const void *arg, char **patch);
 
-static int json_patch(att_ctrl *c, const char *path, const json_object *obj, patch_builder build,
-                      const void *arg, bool *gone, json_object **answer)
+static int json_patch(att_ctrl *c, const kube_resource *res, const char *path,
+                      const json_object *obj, patch_builder build, const void *arg, bool *gone,
+                      json_object **answer)
 {
     if (gone)
         *gone = false;
@@ -258,7 +266,7 @@ static int json_patch(att_ctrl *c, const char *path, const json_object *obj, pat
         }
     }
     if (rc == 0 && r.body) {
-        overlay_put(c, r.body, false);
+        overlay_put(c, res, r.body, false);
         if (answer)
             *answer = json_object_get(r.body);
     }
@@ -377,7 +385,7 @@ static int prepare_attach(att_ctrl *c, const json_object *va,
     /* 1: the PV keeps our finalizer while it is attached anywhere. */
     char *pv_path = kube_path(&KUBE_PV, NULL, pv_name, NULL);
     bool gone = false;
-    rc = json_patch(c, pv_path, pv, build_add_pv_finalizer, NULL, &gone, NULL);
+    rc = json_patch(c, &KUBE_PV, pv_path, pv, build_add_pv_finalizer, NULL, &gone, NULL);
     free(pv_path);
     if (rc == 0 && gone)
         rc = util_err_set(-ENOENT, "PersistentVolume %s not found", pv_name);
@@ -396,7 +404,7 @@ static int prepare_attach(att_ctrl *c, const json_object *va,
     /* 2: our finalizer and the node id on the VA, in one write, before the
      * driver is asked: a crash after the call leaves a VA we will detach. */
     char *path = va_path(name, NULL);
-    rc = json_patch(c, path, va, build_va_meta, node_id, &gone, NULL);
+    rc = json_patch(c, &KUBE_VOLUMEATTACHMENT, path, va, build_va_meta, node_id, &gone, NULL);
     free(path);
     if (rc == 0 && gone)
         rc = util_err_set(-ENOENT, "VolumeAttachment %s not found", name);
@@ -529,7 +537,8 @@ static int detach(att_ctrl *c, const json_object *va)
     char *path = va_path(name, NULL);
     bool gone = false;
     json_object *answer = NULL;
-    rc = json_patch(c, path, va, build_remove_finalizer, NULL, &gone, &answer);
+    rc = json_patch(c, &KUBE_VOLUMEATTACHMENT, path, va, build_remove_finalizer, NULL, &gone,
+                    &answer);
     free(path);
     if (rc < 0) {
         obs_warn("%s", util_err_last());
@@ -542,7 +551,7 @@ static int detach(att_ctrl *c, const json_object *va)
         json_object *fl = kobj_arr(kobj_meta(answer), "finalizers");
         size_t others = kobj_len(fl) - (kobj_has_finalizer(answer, c->fin) ? 1 : 0);
         last = others == 0;
-        overlay_put(c, answer, true);
+        overlay_put(c, &KUBE_VOLUMEATTACHMENT, answer, true);
     } else {
         overlay_tombstone(c, va);
     }
@@ -613,7 +622,7 @@ static int sync_pv(att_ctrl *c, const char *name)
             char *path = kube_path(&KUBE_PV, NULL, name, NULL);
             /* A PV already gone needs nothing more (its delete event is on its way). */
             bool gone = false;
-            rc = json_patch(c, path, pv, build_remove_finalizer, NULL, &gone, NULL);
+            rc = json_patch(c, &KUBE_PV, path, pv, build_remove_finalizer, NULL, &gone, NULL);
             free(path);
             if (rc < 0)
                 obs_warn("%s", util_err_last());

@@ -267,11 +267,15 @@ static int patch(rsz_ctrl *c, const char *kind, const json_object *obj, bool sta
     char *path = kube_path(res, kobj_namespace(obj), kobj_name(obj), status ? "status" : NULL);
     kube_resp r = {0};
     int rc = kube_patch(c->o.kube, path, KUBE_PATCH_MERGE, text, &r);
-    if (rc == 0 && r.body) {
+    if (rc == 0 && r.body && kube_object_check(res, r.body, kobj_name(obj)) == 0) {
         overlay_put(c, kind, r.body);
         if (answer)
             *answer = json_object_get(r.body);
-    } else if (rc < 0) {
+    } else if (rc == 0) {
+        /* An answer the informer would refuse is not a copy to sync from. */
+        obs_v(2, "PATCH %s: the answer is not used: %s", path,
+              r.body ? util_err_last() : "no body");
+    } else {
         if (conflict)
             *conflict = kube_is_conflict(&r);
         rc = util_err_set(rc, "%s: %s", what, r.message);

@@ -51,11 +51,9 @@ bool kobj_bool(const json_object *o, const char *key, bool dflt)
     return v ? json_object_get_boolean(v) != 0 : dflt;
 }
 
-int kobj_int64(const json_object *o, const char *key, int64_t *out)
+/* A JSON number that is an int64 as Go decodes one into an int64 field. */
+static int int64_of(const json_object *v, int64_t *out)
 {
-    json_object *v = kobj_get(o, key);
-    if (!v)
-        return -ENOENT;
     if (json_object_is_type(v, json_type_int)) {
         int64_t n = json_object_get_int64(v);
         /* json-c keeps values above INT64_MAX as uint64 and clamps them here. */
@@ -73,6 +71,14 @@ int kobj_int64(const json_object *o, const char *key, int64_t *out)
         return 0;
     }
     return -EINVAL;
+}
+
+int kobj_int64(const json_object *o, const char *key, int64_t *out)
+{
+    json_object *v = kobj_get(o, key);
+    if (!v)
+        return -ENOENT;
+    return int64_of(v, out);
 }
 
 json_object *kobj_path(const json_object *o, const char *path)
@@ -128,6 +134,13 @@ const char *kobj_str_at(const json_object *a, size_t i)
  * segment of every retried write and an Event name. */
 #define KOBJ_NAME_MAX 253
 #define KOBJ_NS_MAX   63
+/* The longest text a field can hold: an API server stores no object over
+ * etcd's default request limit (1.5 MiB) and validates the fields the
+ * sidecars read far below it (annotations 256 KiB in all, class parameters
+ * 256 KiB, node ids 192 bytes). A longer value of the right type is a lie
+ * that no type check sees: a CSINode whose node id was one stayed in every
+ * cache until the next list, and each attach sent it to the driver. */
+#define KOBJ_TEXT_MAX ((size_t)3 << 19)
 
 /* RFC 3339 as Go's metav1.Time reads it: 2006-01-02T15:04:05, an optional
  * fraction, then Z or an offset. */
@@ -155,11 +168,26 @@ static bool rfc3339(const char *s)
            p[4] <= '9' && p[5] >= '0' && p[5] <= '9' && p[6] == '\0';
 }
 
+static bool text_ok(const json_object *v)
+{
+    return json_object_is_type(v, json_type_string) &&
+           (size_t)json_object_get_string_len(v) <= KOBJ_TEXT_MAX;
+}
+
+/* An upper-case rule letter: the lower-case type, and never a null at the
+ * field, nor among a map's values or a list's items. */
+static bool strict(char t)
+{
+    return t >= 'A' && t <= 'Z';
+}
+
 static bool of_type(const json_object *v, char t)
 {
-    switch (t) {
+    bool no_null = strict(t);
+    switch (no_null ? (char)(t - 'A' + 'a') : t) {
     case 's':
-        return kobj_typed(v, json_type_string) != NULL;
+    case 'r':
+        return text_ok(v);
     case 'n': {
         /* A name or UID: no API server stores one over 253 bytes. */
         const char *s = json_object_is_type(v, json_type_string)
@@ -175,6 +203,10 @@ static bool of_type(const json_object *v, char t)
     }
     case 'b':
         return kobj_typed(v, json_type_boolean) != NULL;
+    case 'i': {
+        int64_t n;
+        return int64_of(v, &n) == 0;
+    }
     case 'o':
         return kobj_typed(v, json_type_object) != NULL;
     case 'a':
@@ -185,7 +217,7 @@ static bool of_type(const json_object *v, char t)
         json_object_object_foreach((json_object *)v, k, val)
         {
             (void)k;
-            if (val && !json_object_is_type(val, json_type_string))
+            if (val ? !text_ok(val) : no_null)
                 return false;
         }
         return true;
@@ -196,7 +228,7 @@ static bool of_type(const json_object *v, char t)
         size_t n = json_object_array_length(v);
         for (size_t i = 0; i < n; i++) {
             const json_object *item = json_object_array_get_idx(v, i);
-            if (item && !json_object_is_type(item, json_type_string))
+            if (item ? !text_ok(item) : no_null)
                 return false;
         }
         return true;
@@ -211,7 +243,7 @@ static bool of_type(const json_object *v, char t)
 static bool path_ok(const json_object *v, const char *path, char t)
 {
     if (!v)
-        return true;
+        return t != 'r';
     if (!*path)
         return of_type(v, t);
     const char *end = strchr(path, '.');
@@ -227,6 +259,11 @@ static bool path_ok(const json_object *v, const char *path, char t)
     /* A step through a value that is not an object: that value is what
      * has the wrong type, and its own rule says so. */
     json_object *next = kobj_typed(v, json_type_object) ? kobj_get(v, key) : NULL;
+    /* Upper case: a null where the field is is refused, not taken as
+     * missing. */
+    if (!each && !next && strict(t) && !*rest && kobj_typed(v, json_type_object) &&
+        json_object_object_get_ex(v, key, NULL))
+        return false;
     if (!each)
         return path_ok(next, rest, t);
     if (!next)
@@ -234,9 +271,13 @@ static bool path_ok(const json_object *v, const char *path, char t)
     if (!kobj_typed(next, json_type_array))
         return false;
     size_t len = json_object_array_length(next);
-    for (size_t i = 0; i < len; i++)
-        if (!path_ok(json_object_array_get_idx(next, i), rest, t))
+    for (size_t i = 0; i < len; i++) {
+        const json_object *item = json_object_array_get_idx(next, i);
+        /* Upper case on the items themselves ("O x[]"): a null item too is
+         * refused. */
+        if ((!item && strict(t) && !*rest) || !path_ok(item, rest, t))
             return false;
+    }
     return true;
 }
 
@@ -281,7 +322,7 @@ static bool walk_ok(const json_object *o, const char *path, char t, struct walk 
         }
         p = end ? end + 1 : p + n;
     }
-    return !v || of_type(v, t);
+    return v ? of_type(v, t) : t != 'r';
 }
 
 int kobj_check(const json_object *o, const char *const *rules)
@@ -291,7 +332,8 @@ int kobj_check(const json_object *o, const char *const *rules)
         const char *r = rules[i];
         if (!r[0] || r[1] != ' ')
             continue;
-        bool ok = strstr(r + 2, "[]") ? path_ok(o, r + 2, r[0]) : walk_ok(o, r + 2, r[0], &w);
+        bool ok = strstr(r + 2, "[]") || strict(r[0]) ? path_ok(o, r + 2, r[0])
+                                                      : walk_ok(o, r + 2, r[0], &w);
         if (!ok)
             return util_err_set(-EINVAL, "%s has the wrong type", r + 2);
     }

@@ -62,11 +62,16 @@ const char *kobj_str_at(const json_object *a, size_t i);
  * decoder does when it fills a typed struct: one wrong type and the whole
  * object is refused. A rule is a type letter, a space and a dot-separated
  * path; "[]" after a segment applies the rest to each item of that array.
- * Types: s string, n name (a string of at most 253 bytes, the longest name
- * or UID an API server stores), t time (RFC 3339, as Go's metav1.Time
- * reads it: "" or any other text fails the whole object), b boolean, o object, a array, m object of
- * strings, l array of strings. A missing or null field passes (Go's zero
- * value).
+ * Types: s string (of at most 1.5 MiB, as in m and l), n name (a string of at most 253 bytes, the
+ * longest name or UID an API server stores), t time (RFC 3339, as Go's metav1.Time reads it: "" or
+ * any other text fails the whole object), b boolean, i integer (an int64 as kobj_int64 reads it), o
+ * object, a array, m object of strings, l array of strings, r a string the API server's validation
+ * requires. A missing or null field passes (Go's zero value), but for r (an empty map for a
+ * claim's requests is a lie of the right type, which made a grown claim look never grown) and for
+ * an upper-case letter: the lower-case type, never null there nor among its values or items. An
+ * API server omits an empty omitempty field and prunes the nulls of a CRD's fields that are not
+ * nullable, so a null there is a lie (a claim's resize status read as "no resize under way" and
+ * csi-resizer expanded again; a deleting content's null status read as "no snapshot to delete").
  * 0, or -EINVAL with util_err_last() naming the first bad path.
  */
 int kobj_check(const json_object *o, const char *const *rules);

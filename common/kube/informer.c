@@ -377,6 +377,14 @@ static bool usable(const kube_informer *inf, const char *from, json_object *obj)
         count_malformed(inf);
         return false;
     }
+    /* An informer of one namespace is told only about that namespace: an
+     * object of another would be cached under a key no sync asks for. */
+    const char *ns = kobj_namespace(obj);
+    if (inf->o.res->namespaced && inf->o.ns && *inf->o.ns && strcmp(ns, inf->o.ns) != 0) {
+        obs_v(2, "%s: skipping %s/%s: not of namespace %s", from, ns, kobj_name(obj), inf->o.ns);
+        count_malformed(inf);
+        return false;
+    }
     return true;
 }
 
@@ -496,8 +504,12 @@ static int relist(kube_informer *inf)
             break;
         }
         json_object *items = kobj_get(r.body, "items");
-        if (items && !kobj_typed(items, json_type_array)) {
-            /* Not a list: applying it as an empty one would delete the cache. */
+        if (!kobj_typed(items, json_type_array)) {
+            /* Not a list: applying it as an empty one would delete the
+             * cache, and the watch would go on from this list's version,
+             * so the objects would stay missing until each changed. An API
+             * server writes an empty list as "items": [], never null or
+             * without the field. */
             rc = util_err_set(-EIO, "list %s: items is not an array", inf->o.res->resource);
             obs_v(2, "%s", util_err_last());
             kube_resp_clear(&r);

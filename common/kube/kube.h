@@ -61,7 +61,8 @@ char *kube_path(const kube_resource *r, const char *ns, const char *name, const 
 
 /*
  * 0 when `obj` is an object of `r` that can be trusted as an answer: a
- * metadata.name (equal to `name` unless NULL), metadata fields of their
+ * metadata.name of at most 253 bytes (equal to `name` unless NULL), a
+ * namespace exactly when `r` is namespaced, metadata fields of their
  * types and `r`'s field rules kept. Else -EBADMSG with a message: such an
  * answer is retried, never read as "absent" or "not ours", as Go's typed
  * decoder would fail on it.

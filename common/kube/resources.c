@@ -22,88 +22,123 @@
 
 /*
  * The fields each sidecar reads, with their types in the Kubernetes API.
+ * Upper case where the API server never writes a null (an omitempty field,
+ * a struct, a string): a null there is a lie that reads as "absent" (a
+ * StorageClass whose provisioner read null made every claim of it look
+ * someone else's, for good: classes do not change). Lower case where Go
+ * writes null for an empty field (a CSINode's drivers and topologyKeys).
+ * "O x[]": every item of a list of objects is one (hostile seed 1416338706:
+ * the first CSINode event had drivers[0] of another type, the provisioner
+ * cached a CSINode without the driver, for good, and provisioned nothing).
  * Objects that rarely change (classes, CSINodes) matter most: a corrupted
  * copy in the cache would stay there until the next list, and the claims
  * it concerns would wait for it.
  */
-static const char *const PVC_FIELDS[] = {"o spec",
-                                         "s spec.storageClassName",
-                                         "s spec.volumeName",
-                                         "l spec.accessModes",
-                                         "s spec.volumeMode",
-                                         "o spec.resources",
-                                         "m spec.resources.requests",
-                                         "o spec.dataSource",
-                                         "o spec.dataSourceRef",
-                                         "o spec.selector",
-                                         "o status",
-                                         "s status.phase",
+static const char *const PVC_FIELDS[] = {"O spec",
+                                         "S spec.storageClassName",
+                                         "S spec.volumeName",
+                                         "L spec.accessModes",
+                                         "S spec.volumeMode",
+                                         "O spec.resources",
+                                         "M spec.resources.requests",
+                                         "r spec.resources.requests.storage",
+                                         "O spec.dataSource",
+                                         "O spec.dataSourceRef",
+                                         "O spec.selector",
+                                         "O status",
+                                         "S status.phase",
+                                         "M status.capacity",
+                                         "M status.allocatedResources",
+                                         "M status.allocatedResourceStatuses",
+                                         "A status.conditions",
+                                         "O status.conditions[]",
+                                         "S status.conditions[].type",
+                                         "S status.conditions[].status",
                                          NULL};
-static const char *const PV_FIELDS[] = {"o spec",
-                                        "o spec.csi",
-                                        "s spec.csi.driver",
-                                        "s spec.csi.volumeHandle",
-                                        "m spec.csi.volumeAttributes",
-                                        "o spec.claimRef",
-                                        "s spec.claimRef.name",
-                                        "s spec.claimRef.namespace",
-                                        "s spec.claimRef.uid",
-                                        "s spec.persistentVolumeReclaimPolicy",
-                                        "s spec.storageClassName",
-                                        "m spec.capacity",
-                                        "o status",
-                                        "s status.phase",
+static const char *const PV_FIELDS[] = {"O spec",
+                                        "O spec.csi",
+                                        "S spec.csi.driver",
+                                        "S spec.csi.volumeHandle",
+                                        "M spec.csi.volumeAttributes",
+                                        "O spec.claimRef",
+                                        "S spec.claimRef.name",
+                                        "S spec.claimRef.namespace",
+                                        "S spec.claimRef.uid",
+                                        "S spec.persistentVolumeReclaimPolicy",
+                                        "S spec.storageClassName",
+                                        "M spec.capacity",
+                                        "O status",
+                                        "S status.phase",
                                         NULL};
-static const char *const SC_FIELDS[] = {"s provisioner",
-                                        "m parameters",
-                                        "s reclaimPolicy",
-                                        "s volumeBindingMode",
-                                        "b allowVolumeExpansion",
-                                        "l mountOptions",
-                                        "a allowedTopologies",
+static const char *const SC_FIELDS[] = {"r provisioner",
+                                        "M parameters",
+                                        "S reclaimPolicy",
+                                        "S volumeBindingMode",
+                                        "B allowVolumeExpansion",
+                                        "L mountOptions",
+                                        "A allowedTopologies",
+                                        "O allowedTopologies[]",
                                         "a allowedTopologies[].matchLabelExpressions",
+                                        "O allowedTopologies[].matchLabelExpressions[]",
                                         "s allowedTopologies[].matchLabelExpressions[].key",
                                         "l allowedTopologies[].matchLabelExpressions[].values",
                                         NULL};
-static const char *const CSINODE_FIELDS[] = {"o spec",
+static const char *const CSINODE_FIELDS[] = {"O spec",
                                              "a spec.drivers",
-                                             "s spec.drivers[].name",
-                                             "s spec.drivers[].nodeID",
+                                             "O spec.drivers[]",
+                                             "S spec.drivers[].name",
+                                             "S spec.drivers[].nodeID",
                                              "l spec.drivers[].topologyKeys",
                                              NULL};
-static const char *const VA_FIELDS[] = {"o spec",
-                                        "s spec.attacher",
-                                        "s spec.nodeName",
-                                        "o spec.source",
-                                        "s spec.source.persistentVolumeName",
-                                        "o spec.source.inlineVolumeSpec",
-                                        "o status",
-                                        "b status.attached",
-                                        "m status.attachmentMetadata",
+/* What csi-resizer's in-use cache and kubelet-sim decide on: a pod whose
+ * volumes read as none would leave the in-use cache until it changes. */
+static const char *const POD_FIELDS[] = {"O spec",
+                                         "S spec.nodeName",
+                                         "A spec.volumes",
+                                         "O spec.volumes[]",
+                                         "S spec.volumes[].name",
+                                         "O spec.volumes[].persistentVolumeClaim",
+                                         "S spec.volumes[].persistentVolumeClaim.claimName",
+                                         "O status",
+                                         "S status.phase",
+                                         NULL};
+static const char *const VA_FIELDS[] = {"O spec",
+                                        "S spec.attacher",
+                                        "S spec.nodeName",
+                                        "O spec.source",
+                                        "S spec.source.persistentVolumeName",
+                                        "O spec.source.inlineVolumeSpec",
+                                        "O status",
+                                        "B status.attached",
+                                        "M status.attachmentMetadata",
                                         NULL};
 #define SNAP(res, kind, ns, fields)                                                                \
     {                                                                                              \
         "snapshot.storage.k8s.io", "v1", res, kind, ns, fields                                     \
     }
-/* What csi-snapshotter and the provisioner read of a content (the CRD's types). */
-static const char *const VSC_FIELDS[] = {"o spec",
-                                         "s spec.driver",
-                                         "s spec.deletionPolicy",
-                                         "n spec.volumeSnapshotClassName",
-                                         "o spec.source",
-                                         "s spec.source.volumeHandle",
-                                         "s spec.source.snapshotHandle",
-                                         "o spec.volumeSnapshotRef",
-                                         "n spec.volumeSnapshotRef.name",
-                                         "n spec.volumeSnapshotRef.namespace",
-                                         "n spec.volumeSnapshotRef.uid",
-                                         "o status",
-                                         "s status.snapshotHandle",
-                                         "b status.readyToUse",
-                                         "s status.volumeGroupSnapshotHandle",
-                                         "o status.error",
-                                         "s status.error.message",
-                                         "t status.error.time",
+/* What csi-snapshotter and the provisioner read of a content (the CRD's
+ * types). A CRD's fields are not nullable unless its schema says so, and
+ * the API server prunes their nulls: upper case, a null is a lie. */
+static const char *const VSC_FIELDS[] = {"O spec",
+                                         "S spec.driver",
+                                         "S spec.deletionPolicy",
+                                         "N spec.volumeSnapshotClassName",
+                                         "O spec.source",
+                                         "S spec.source.volumeHandle",
+                                         "S spec.source.snapshotHandle",
+                                         "O spec.volumeSnapshotRef",
+                                         "N spec.volumeSnapshotRef.name",
+                                         "N spec.volumeSnapshotRef.namespace",
+                                         "N spec.volumeSnapshotRef.uid",
+                                         "O status",
+                                         "S status.snapshotHandle",
+                                         "B status.readyToUse",
+                                         "I status.creationTime",
+                                         "I status.restoreSize",
+                                         "S status.volumeGroupSnapshotHandle",
+                                         "O status.error",
+                                         "S status.error.message",
+                                         "T status.error.time",
                                          NULL};
 
 /* objectstorage.k8s.io/v1alpha1 (COSI). */
@@ -111,44 +146,44 @@ static const char *const VSC_FIELDS[] = {"o spec",
     {                                                                                              \
         "objectstorage.k8s.io", "v1alpha1", res, kind, ns, fields                                  \
     }
-static const char *const BUCKET_FIELDS[] = {"o spec",
-                                            "n spec.driverName",
-                                            "n spec.bucketClassName",
-                                            "o spec.bucketClaim",
-                                            "n spec.bucketClaim.name",
-                                            "n spec.bucketClaim.namespace",
-                                            "n spec.bucketClaim.uid",
-                                            "l spec.protocols",
-                                            "m spec.parameters",
-                                            "s spec.deletionPolicy",
-                                            "s spec.existingBucketID",
-                                            "o status",
-                                            "b status.bucketReady",
-                                            "s status.bucketID",
+static const char *const BUCKET_FIELDS[] = {"O spec",
+                                            "N spec.driverName",
+                                            "N spec.bucketClassName",
+                                            "O spec.bucketClaim",
+                                            "N spec.bucketClaim.name",
+                                            "N spec.bucketClaim.namespace",
+                                            "N spec.bucketClaim.uid",
+                                            "L spec.protocols",
+                                            "M spec.parameters",
+                                            "S spec.deletionPolicy",
+                                            "S spec.existingBucketID",
+                                            "O status",
+                                            "B status.bucketReady",
+                                            "S status.bucketID",
                                             NULL};
 static const char *const BUCKETCLAIM_FIELDS[] = {
-    "o spec",   "n spec.bucketClassName", "l spec.protocols",    "n spec.existingBucketName",
-    "o status", "b status.bucketReady",   "n status.bucketName", NULL};
-static const char *const BUCKETCLASS_FIELDS[] = {"n driverName", "s deletionPolicy", "m parameters",
+    "O spec",   "N spec.bucketClassName", "L spec.protocols",    "N spec.existingBucketName",
+    "O status", "B status.bucketReady",   "N status.bucketName", NULL};
+static const char *const BUCKETCLASS_FIELDS[] = {"N driverName", "S deletionPolicy", "M parameters",
                                                  NULL};
-static const char *const BUCKETACCESSCLASS_FIELDS[] = {"n driverName", "s authenticationType",
-                                                       "m parameters", NULL};
-static const char *const BUCKETACCESS_FIELDS[] = {"o spec",
-                                                  "n spec.bucketClaimName",
-                                                  "s spec.protocol",
-                                                  "n spec.bucketAccessClassName",
-                                                  "n spec.credentialsSecretName",
-                                                  "n spec.serviceAccountName",
-                                                  "o status",
-                                                  "s status.accountID",
-                                                  "b status.accessGranted",
+static const char *const BUCKETACCESSCLASS_FIELDS[] = {"N driverName", "S authenticationType",
+                                                       "M parameters", NULL};
+static const char *const BUCKETACCESS_FIELDS[] = {"O spec",
+                                                  "N spec.bucketClaimName",
+                                                  "S spec.protocol",
+                                                  "N spec.bucketAccessClassName",
+                                                  "N spec.credentialsSecretName",
+                                                  "N spec.serviceAccountName",
+                                                  "O status",
+                                                  "S status.accountID",
+                                                  "B status.accessGranted",
                                                   NULL};
 
 const kube_resource KUBE_PVC =
     CORE("persistentvolumeclaims", "PersistentVolumeClaim", true, PVC_FIELDS);
 const kube_resource KUBE_PV = CORE("persistentvolumes", "PersistentVolume", false, PV_FIELDS);
 const kube_resource KUBE_NODE = CORE("nodes", "Node", false, NULL);
-const kube_resource KUBE_POD = CORE("pods", "Pod", true, NULL);
+const kube_resource KUBE_POD = CORE("pods", "Pod", true, POD_FIELDS);
 const kube_resource KUBE_SECRET = CORE("secrets", "Secret", true, NULL);
 const kube_resource KUBE_EVENT = CORE("events", "Event", true, NULL);
 const kube_resource KUBE_NAMESPACE = CORE("namespaces", "Namespace", false, NULL);
@@ -247,18 +282,37 @@ static const char *const META_FIELDS[] = {"o metadata",
                                           "s metadata.resourceVersion",
                                           "m metadata.labels",
                                           "m metadata.annotations",
-                                          "l metadata.finalizers",
+                                          "L metadata.finalizers",
                                           "t metadata.deletionTimestamp",
                                           NULL};
 
 int kube_object_check(const kube_resource *r, const json_object *obj, const char *name)
 {
     const char *got = kobj_name(obj);
-    if (!got)
+    if (!got || !*got)
         return util_err_set(-EBADMSG, "%s: not an object with a metadata.name", r->resource);
     if (name && strcmp(got, name) != 0)
         return util_err_set(-EBADMSG, "%s %s: the answer names another object", r->resource, name);
     if (kobj_check(obj, META_FIELDS) < 0 || kobj_check(obj, r->fields) < 0)
         return util_err_set(-EBADMSG, "%s %s: %s", r->resource, got, util_err_last());
+    /* An API server gives every object a UID; one without (a null there)
+     * would read as an object that owns nothing, and csi-snapshotter's or
+     * the COSI controller's "not ours, let it go" decisions rest on that. */
+    const char *uid = kobj_uid(obj);
+    if (!uid || !*uid)
+        return util_err_set(-EBADMSG, "%s %s: no metadata.uid", r->resource, got);
+    /* The name (kobj_name: at most 253 bytes) and the namespace are the
+     * object's key in every cache: an identity no API server can store
+     * would file the object under a key of its own, so that a DELETED event
+     * or a list item with it leaves the real object's copy behind (or takes
+     * it away). */
+    const char *ns = kobj_namespace(obj);
+    bool has_ns = ns && *ns;
+    if (r->namespaced && !has_ns)
+        return util_err_set(-EBADMSG, "%s %s: no metadata.namespace on a namespaced object",
+                            r->resource, got);
+    if (!r->namespaced && has_ns)
+        return util_err_set(-EBADMSG, "%s %s: a metadata.namespace on a cluster-scoped object",
+                            r->resource, got);
     return 0;
 }

@@ -397,6 +397,150 @@ static void test_kube_path_builds_paths_and_escapes_names(void **state)
     assert_string_equal(KUBE_EVENT.resource, "events");
 }
 
+/* An answer's identity must be one the API server can store: its name and
+ * namespace are its key in every cache, so a namespace on a cluster-scoped
+ * object (or none on a namespaced one) would file it under another key. */
+static void test_kube_object_check_refuses_identities_no_server_stores(void **state)
+{
+    (void)state;
+    struct {
+        const kube_resource *r;
+        const char *json, *name;
+        const char *bad; /* NULL: accepted; else a part of the message */
+    } rows[] = {
+        {&KUBE_VOLUMEATTACHMENT, "{'metadata':{'uid':'u','name':'va'}}", NULL, NULL},
+        {&KUBE_VOLUMEATTACHMENT, "{'metadata':{'uid':'u','name':'va','namespace':''}}", NULL, NULL},
+        {&KUBE_VOLUMEATTACHMENT, "{'metadata':{'uid':'u','name':'va','namespace':'hostile'}}", NULL,
+         "cluster-scoped"},
+        {&KUBE_CSINODE, "{'metadata':{'uid':'u','name':'node-1','namespace':'default'}}", NULL,
+         "cluster-scoped"},
+        {&KUBE_SECRET, "{'metadata':{'uid':'u','name':'c','namespace':'default'}}", NULL, NULL},
+        {&KUBE_PVC,
+         "{'metadata':{'uid':'u','name':'c','namespace':'default'},'spec':{'resources':{'requests':"
+         "{'storage'"
+         ":'1Gi'}}}}",
+         NULL, NULL},
+        /* A claim that asks for no size is none an API server stores. */
+        {&KUBE_PVC,
+         "{'metadata':{'uid':'u','name':'c','namespace':'default'},'spec':{'resources':{'requests':"
+         "{}}}}",
+         NULL, "spec.resources.requests.storage"},
+        /* The resize status csi-resizer decides on (the hostile test's CI
+         * run: a copy whose allocatedResourceStatuses had another type
+         * read as "no resize under way", and a claim grown again while it
+         * waited for the node was expanded once more). */
+        {&KUBE_PVC,
+         "{'metadata':{'uid':'u','name':'c','namespace':'default'},'spec':{'resources':{'requests':"
+         "{'storage'"
+         ":'3Gi'}}},'status':{'allocatedResources':{'storage':'2Gi'},'allocatedResourceStatuses':"
+         "{'storage':'NodeResizePending'},'capacity':{'storage':'1Gi'},'conditions':[{'type':"
+         "'FileSystemResizePending','status':'True'}]}}",
+         NULL, NULL},
+        {&KUBE_PVC,
+         "{'metadata':{'uid':'u','name':'c','namespace':'default'},'spec':{'resources':{'requests':"
+         "{'storage'"
+         ":'3Gi'}}},'status':{'allocatedResourceStatuses':'hostile'}}",
+         NULL, "status.allocatedResourceStatuses"},
+        {&KUBE_PVC,
+         "{'metadata':{'uid':'u','name':'c','namespace':'default'},'spec':{'resources':{'requests':"
+         "{'storage'"
+         ":'3Gi'}}},'status':{'allocatedResourceStatuses':null}}",
+         NULL, "status.allocatedResourceStatuses"},
+        {&KUBE_PVC,
+         "{'metadata':{'uid':'u','name':'c','namespace':'default'},'spec':{'resources':{'requests':"
+         "{'storage'"
+         ":'3Gi'}}},'status':{'allocatedResources':{'storage':null}}}",
+         NULL, "status.allocatedResources"},
+        {&KUBE_PVC,
+         "{'metadata':{'uid':'u','name':'c','namespace':'default'},'spec':{'resources':{'requests':"
+         "{'storage'"
+         ":'3Gi'}}},'status':{'capacity':[1]}}",
+         NULL, "status.capacity"},
+        {&KUBE_PVC,
+         "{'metadata':{'uid':'u','name':'c','namespace':'default'},'spec':{'resources':{'requests':"
+         "{'storage'"
+         ":'3Gi'}}},'status':{'conditions':[{'type':7}]}}",
+         NULL, "status.conditions[].type"},
+        {&KUBE_SECRET, "{'metadata':{'uid':'u','name':'c','namespace':'default'}}", "c", NULL},
+        {&KUBE_SECRET, "{'metadata':{'uid':'u','name':'c','namespace':'default'}}", "d",
+         "another object"},
+        {&KUBE_SECRET, "{'metadata':{'uid':'u','name':'c'}}", NULL, "no metadata.namespace"},
+        {&KUBE_SECRET, "{'metadata':{'uid':'u','name':'c','namespace':''}}", NULL,
+         "no metadata.namespace"},
+        {&KUBE_SECRET, "{'metadata':{'uid':'u','name':'c','namespace':7}}", NULL,
+         "metadata.namespace"},
+        {&KUBE_SECRET, "{'metadata':{'uid':'u','name':'','namespace':'default'}}", NULL,
+         "metadata.name"},
+        {&KUBE_SECRET, "{'metadata':{'namespace':'default'}}", NULL, "metadata.name"},
+        {&KUBE_BUCKETACCESS, "{'metadata':{'uid':'u','name':'a'}}", NULL, "no metadata.namespace"},
+        {&KUBE_BUCKET, "{'metadata':{'uid':'u','name':'b','namespace':'x'}}", NULL,
+         "cluster-scoped"},
+        /* Every object an API server stores has a UID (the hostile test's
+         * seed 243222314: a claim copy whose uid read null owned no Bucket,
+         * and the COSI controller let the claim go with its Bucket left). */
+        /* A null where an API server never writes one (seed 2005058346: a
+         * deleting content whose finalizers read null looked done, and
+         * seed 1729998110's content whose status read wrong stayed so). */
+        {&KUBE_VOLUMESNAPSHOTCONTENT, "{'metadata':{'uid':'u','name':'c','finalizers':null}}", NULL,
+         "metadata.finalizers"},
+        {&KUBE_VOLUMESNAPSHOTCONTENT, "{'metadata':{'uid':'u','name':'c'},'status':null}", NULL,
+         "status"},
+        {&KUBE_VOLUMESNAPSHOTCONTENT,
+         "{'metadata':{'uid':'u','name':'c'},'status':{'snapshotHandle':null}}", NULL,
+         "status.snapshotHandle"},
+        {&KUBE_VOLUMESNAPSHOTCONTENT,
+         "{'metadata':{'uid':'u','name':'c'},'status':{'creationTime':'soon'}}", NULL,
+         "status.creationTime"},
+        {&KUBE_VOLUMESNAPSHOTCONTENT,
+         "{'metadata':{'uid':'u','name':'c','finalizers':['f']},'status':{'snapshotHandle':'s',"
+         "'creationTime':1,'restoreSize':2}}",
+         NULL, NULL},
+        /* A CSINode driver's topologyKeys is not omitempty: an API server
+         * writes null there, and it passes. */
+        {&KUBE_CSINODE,
+         "{'metadata':{'uid':'u','name':'n'},'spec':{'drivers':[{'name':'d','nodeID':'x',"
+         "'topologyKeys':null}]}}",
+         NULL, NULL},
+        /* An item of a list of objects that is none (seed 1416338706: a
+         * CSINode whose drivers[0] was a string read as one without the
+         * driver, cached for good). */
+        {&KUBE_CSINODE, "{'metadata':{'uid':'u','name':'n'},'spec':{'drivers':['hostile']}}", NULL,
+         "spec.drivers[]"},
+        {&KUBE_CSINODE, "{'metadata':{'uid':'u','name':'n'},'spec':{'drivers':[null]}}", NULL,
+         "spec.drivers[]"},
+        {&KUBE_CSINODE, "{'metadata':{'uid':'u','name':'n'},'spec':{'drivers':null}}", NULL, NULL},
+        {&KUBE_STORAGECLASS,
+         "{'metadata':{'uid':'u','name':'sc'},'provisioner':'p','allowedTopologies':[7]}", NULL,
+         "allowedTopologies[]"},
+        {&KUBE_STORAGECLASS, "{'metadata':{'uid':'u','name':'sc'},'provisioner':null}", NULL,
+         "provisioner"},
+        {&KUBE_BUCKET, "{'metadata':{'name':'b'}}", NULL, "no metadata.uid"},
+        {&KUBE_BUCKET, "{'metadata':{'name':'b','uid':null}}", NULL, "no metadata.uid"},
+        {&KUBE_BUCKET, "{'metadata':{'name':'b','uid':''}}", NULL, "no metadata.uid"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        json_object *o = js("%s", rows[i].json);
+        int rc = kube_object_check(rows[i].r, o, rows[i].name);
+        json_object_put(o);
+        if (!rows[i].bad && rc != 0)
+            fail_msg("row %zu %s: refused (%s)", i, rows[i].json, util_err_last());
+        if (rows[i].bad && (rc != -EBADMSG || !strstr(util_err_last(), rows[i].bad)))
+            fail_msg("row %zu %s: %d %s, want %s", i, rows[i].json, rc,
+                     rc ? util_err_last() : "accepted", rows[i].bad);
+    }
+    /* A name of 254 bytes is none an API server stores. */
+    char name[256];
+    memset(name, 'a', 254);
+    name[254] = '\0';
+    json_object *o = json_object_new_object(), *md = json_object_new_object();
+    json_object_object_add(md, "name", json_object_new_string(name));
+    json_object_object_add(md, "uid", json_object_new_string("u"));
+    json_object_object_add(o, "metadata", md);
+    assert_int_equal(kube_object_check(&KUBE_PV, o, NULL), -EBADMSG);
+    assert_non_null(strstr(util_err_last(), "metadata.name"));
+    json_object_put(o);
+}
+
 static void test_kube_key_is_namespace_slash_name(void **state)
 {
     (void)state;
@@ -1817,6 +1961,7 @@ int main(void)
         obs_log_set_verbosity(atoi(v));
     const struct CMUnitTest api[] = {
         cmocka_unit_test(test_kube_path_builds_paths_and_escapes_names),
+        cmocka_unit_test(test_kube_object_check_refuses_identities_no_server_stores),
         cmocka_unit_test(test_kube_key_is_namespace_slash_name),
         cmocka_unit_test_setup(test_crud_round_trip_of_a_secret, reset_faults),
         cmocka_unit_test_setup(test_crud_of_a_cluster_scoped_storage_class, reset_faults),

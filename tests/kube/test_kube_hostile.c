@@ -206,7 +206,7 @@ typedef struct run {
     kube_config *cfg;
     kube_client *kc;
     kube_informer *inf;
-    int adds, updates;
+    int adds, updates, deletes;
     pthread_mutex_t mu;
 } run;
 
@@ -229,7 +229,17 @@ static void on_update(void *ud, json_object *old, json_object *obj)
     pthread_mutex_unlock(&r->mu);
 }
 
-static void run_start(run *r, const canned *s)
+/* An informer of `res` (in `ns` unless NULL) on the canned server. */
+static void on_delete(void *ud, json_object *obj)
+{
+    run *r = ud;
+    (void)obj;
+    pthread_mutex_lock(&r->mu);
+    r->deletes++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void run_start_of(run *r, const canned *s, const kube_resource *res, const char *ns)
 {
     memset(r, 0, sizeof(*r));
     pthread_mutex_init(&r->mu, NULL);
@@ -237,11 +247,17 @@ static void run_start(run *r, const canned *s)
     r->reg = obs_registry_new();
     kube_client_opts co = {.user_agent = "test_kube_hostile/test", .metrics = r->reg};
     assert_int_equal(kube_client_new(r->cfg, &co, &r->kc), 0);
-    kube_informer_opts o = {.res = &CM,
-                            .ns = "default",
-                            .handlers = {.on_add = on_add, .on_update = on_update, .ud = r}};
+    kube_informer_opts o = {
+        .res = res,
+        .ns = ns,
+        .handlers = {.on_add = on_add, .on_update = on_update, .on_delete = on_delete, .ud = r}};
     assert_int_equal(kube_informer_new(r->kc, &o, &r->inf), 0);
     assert_int_equal(kube_informer_start(r->inf), 0);
+}
+
+static void run_start(run *r, const canned *s)
+{
+    run_start_of(r, s, &CM, "default");
 }
 
 static void run_stop(run *r)
@@ -253,14 +269,19 @@ static void run_stop(run *r)
     pthread_mutex_destroy(&r->mu);
 }
 
-/* csi_sidecar_malformed_objects_total{resource="configmaps"}. */
-static double malformed(run *r)
+/* csi_sidecar_malformed_objects_total{resource=...}. */
+static double malformed_of(run *r, const char *resource)
 {
     static const char *const labels[] = {"resource", NULL};
     obs_metric *m = obs_counter_new(r->reg, "csi_sidecar_malformed_objects_total", "", labels);
     assert_non_null(m);
-    const char *const v[] = {"configmaps", NULL};
+    const char *const v[] = {resource, NULL};
     return obs_metric_value(m, v);
+}
+
+static double malformed(run *r)
+{
+    return malformed_of(r, "configmaps");
 }
 
 static bool cached(run *r, const char *name)
@@ -271,19 +292,19 @@ static bool cached(run *r, const char *name)
 }
 
 #define GOOD(n, rv)                                                                                \
-    "{\"metadata\":{\"name\":\"" n "\",\"namespace\":\"default\",\"resourceVersion\":\"" rv        \
-    "\"},\"data\":{\"v\":\"1\"}}"
+    "{\"metadata\":{\"uid\":\"u\",\"name\":\"" n                                                   \
+    "\",\"namespace\":\"default\",\"resourceVersion\":\"" rv "\"},\"data\":{\"v\":\"1\"}}"
 
 #define HOSTILE_LIST                                                                               \
     "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"10\"},\"items\":["            \
     "\"a string\",42,null,true,[1,2],"                                                             \
-    "{\"metadata\":\"a string\"},{\"metadata\":[1]},{\"metadata\":{\"name\":7}},"                  \
+    "{\"metadata\":\"a string\"},{\"metadata\":[1]},{\"metadata\":{\"uid\":\"u\",\"name\":7}},"    \
     "{\"metadata\":{\"namespace\":\"default\"}}," GOOD(                                            \
-        "good1",                                                                                   \
-        "3") ","                                                                                   \
-             "{\"metadata\":{\"name\":\"odd\",\"namespace\":\"default\",\"resourceVersion\":5,"    \
-             "\"managedFields\":\"x\",\"finalizers\":{\"a\":1},\"labels\":\"l\"}}," GOOD("good2",  \
-                                                                                         "4") "]}"
+        "good1", "3") ","                                                                          \
+                      "{\"metadata\":{\"uid\":\"u\",\"name\":\"odd\",\"namespace\":\"default\","   \
+                      "\"resourceVersion\":5,"                                                     \
+                      "\"managedFields\":\"x\",\"finalizers\":{\"a\":1},\"labels\":\"l\"}}," GOOD( \
+                          "good2", "4") "]}"
 
 static const char *const hostile_list_then_whole[] = {
     HOSTILE_LIST,
@@ -440,7 +461,8 @@ static void test_an_unknown_watch_event_type_ends_the_watch_and_a_relist_follows
  * then fails, and the second list tells the truth at the same version. */
 static const char *const corrupt_then_true[] = {
     "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"10\"},\"items\":["
-    "{\"metadata\":{\"name\":\"good1\",\"namespace\":\"default\",\"resourceVersion\":\"3\"},"
+    "{\"metadata\":{\"uid\":\"u\",\"name\":\"good1\",\"namespace\":\"default\",\"resourceVersion\":"
+    "\"3\"},"
     "\"data\":{\"v\":\"corrupted\"}}]}",
     ONE_GOOD,
 };
@@ -521,7 +543,8 @@ static void test_answer_over_256_mib_fails_cleanly_and_memory_stays_near_the_cap
 }
 
 #define ENDLESS_EVENT                                                                              \
-    "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"x\"},\"data\":{\"v\":\""
+    "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"uid\":\"u\",\"name\":\"x\"},\"data\":{\"v\":" \
+    "\""
 
 static int count_event(void *ud, const char *type, json_object *obj)
 {
@@ -587,6 +610,209 @@ static void test_informer_lists_and_watches_again_after_an_endless_event(void **
     canned_stop(&s);
 }
 
+/* ---- identities and values no API server stores -------------------------------------------
+ *
+ * Each of these lies passed every type check before, and each kept a
+ * sidecar from converging once the lies stopped (issue #31): the cache held
+ * it until the next list, and nothing but a failure brought a list. */
+
+static bool list_calls_at_least_2(void *ud)
+{
+    canned *s = ud;
+    pthread_mutex_lock(&s->mu);
+    bool two = s->list_calls >= 2 && s->watch_calls >= 2;
+    pthread_mutex_unlock(&s->mu);
+    return two;
+}
+
+#define CSINODE(rv, id)                                                                            \
+    "{\"metadata\":{\"uid\":\"u\",\"name\":\"node-1\",\"resourceVersion\":\"" rv                   \
+    "\"},\"spec\":{\"drivers\":[{"                                                                 \
+    "\"name\":\"d\",\"nodeID\":\"" id "\"}]}}"
+
+static const char *const csinode_lists[] = {
+    "{\"kind\":\"CSINodeList\",\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[" CSINODE(
+        "3", "node-1") "]}",
+    "{\"kind\":\"CSINodeList\",\"metadata\":{\"resourceVersion\":\"12\"},\"items\":[" CSINODE(
+        "11", "node-1") "]}",
+};
+
+static bool node_id_is(run *r, const char *want)
+{
+    json_object *o = kube_informer_get(r->inf, NULL, "node-1");
+    json_object *d = kobj_at(kobj_arr(kobj_obj(o, "spec"), "drivers"), 0);
+    const char *id = kobj_str(d, "nodeID");
+    bool ok = id && strcmp(id, want) == 0;
+    json_object_put(o);
+    return ok;
+}
+
+/* The seed 2027514010 of the hostile test: a MODIFIED CSINode whose node id
+ * was a 2 MiB string. A CSINode never changes once its driver registered,
+ * so that copy stayed in csi-attacher's cache and every attach asked the
+ * driver to publish on a node "hhhh..." that does not exist. A text longer
+ * than any object can hold is refused like a wrong type: the watch ends
+ * and the list that follows brings the true copy. */
+static void
+test_a_text_longer_than_any_object_holds_ends_the_watch_and_a_relist_follows(void **state)
+{
+    (void)state;
+    size_t huge = (size_t)2 << 20;
+    char *id = util_calloc(huge + 1, 1);
+    memset(id, 'h', huge);
+    char *events = util_asprintf(
+        "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"uid\":\"u\",\"name\":\"node-1\","
+        "\"resourceVersion\":\"11\"},\"spec\":{\"drivers\":[{\"name\":\"d\","
+        "\"nodeID\":\"%s\"}]}}}\n",
+        id);
+    free(id);
+    canned s;
+    canned_start(&s, csinode_lists, 2, events);
+    run r;
+    run_start_of(&r, &s, &KUBE_CSINODE, NULL);
+    assert_int_equal(kube_informer_wait_for_sync(r.inf, 30 * UTIL_SECOND), 0);
+    assert_true(th_wait_until(list_calls_at_least_2, &s, 60 * UTIL_SECOND));
+    /* The second list is applied before the second watch starts. */
+    assert_true(node_id_is(&r, "node-1"));
+    json_object *o = kube_informer_get(r.inf, NULL, "node-1");
+    assert_string_equal(kobj_rv(o), "11");
+    json_object_put(o);
+    assert_true(malformed_of(&r, "csinodes") == 1);
+    pthread_mutex_lock(&r.mu);
+    assert_int_equal(r.updates, 1); /* rv 3 -> 11, from the list: never the lie */
+    pthread_mutex_unlock(&r.mu);
+    run_stop(&r);
+    canned_stop(&s);
+    free(events);
+}
+
+#define VA(n, rv, ns)                                                                              \
+    "{\"metadata\":{\"uid\":\"u\",\"name\":\"" n "\"," ns "\"resourceVersion\":\"" rv              \
+    "\"},\"spec\":{\"attacher\":"                                                                  \
+    "\"d\",\"nodeName\":\"node-1\"}}"
+
+static const char *const va_lists[] = {
+    "{\"kind\":\"VolumeAttachmentList\",\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[" VA(
+        "va-1", "3", "") "," VA("va-2", "4", "") "]}",
+    "{\"kind\":\"VolumeAttachmentList\",\"metadata\":{\"resourceVersion\":\"12\"},\"items\":[" VA(
+        "va-1", "3", "") "]}",
+};
+
+/* A DELETED event of a cluster-scoped object with a namespace: taken as it
+ * came, it deleted the key "hostile/va-2", nothing, and va-2 stayed cached
+ * for good though the server had deleted it. */
+static const char va_deleted_elsewhere[] =
+    "{\"type\":\"DELETED\",\"object\":" VA("va-2", "11", "\"namespace\":\"hostile\",") "}\n";
+
+static void test_a_deleted_event_under_another_key_ends_the_watch_and_a_relist_follows(void **state)
+{
+    (void)state;
+    canned s;
+    canned_start(&s, va_lists, 2, va_deleted_elsewhere);
+    run r;
+    run_start_of(&r, &s, &KUBE_VOLUMEATTACHMENT, NULL);
+    assert_int_equal(kube_informer_wait_for_sync(r.inf, 30 * UTIL_SECOND), 0);
+    assert_true(th_wait_until(list_calls_at_least_2, &s, 60 * UTIL_SECOND));
+    json_object *gone = kube_informer_get(r.inf, NULL, "va-2");
+    json_object *phantom = kube_informer_get(r.inf, "hostile", "va-2");
+    assert_null(gone);
+    assert_null(phantom);
+    assert_int_equal(kube_informer_count(r.inf), 1);
+    assert_true(malformed_of(&r, "volumeattachments") == 1);
+    run_stop(&r);
+    canned_stop(&s);
+}
+
+/* A list item of a namespaced object without a namespace, or of another
+ * namespace than the informer's: filed under its own key it took the real
+ * object out of the cache (the relist's "not seen, so deleted") and left a
+ * phantom in its place. Skipped, it leaves the cache as it was, and the
+ * next whole list is applied. */
+static const char *const cm_lists_lying_about_namespaces[] = {
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[" GOOD(
+        "good1", "3") "," GOOD("good2", "4") "]}",
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"11\"},\"items\":[" GOOD(
+        "good1",
+        "3") ",{\"metadata\":{\"uid\":\"u\",\"name\":\"good2\",\"resourceVersion\":\"4\"}},"
+             "{\"metadata\":{\"uid\":\"u\",\"name\":\"good1\",\"namespace\":\"other\","
+             "\"resourceVersion\":\"3\"}}]}",
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"12\"},\"items\":[" GOOD(
+        "good1", "3") "," GOOD("good2", "4") "]}",
+};
+
+static bool three_lists(void *ud)
+{
+    canned *s = ud;
+    pthread_mutex_lock(&s->mu);
+    bool three = s->list_calls >= 3 && s->watch_calls >= 2;
+    pthread_mutex_unlock(&s->mu);
+    return three;
+}
+
+static void test_list_items_under_another_key_leave_the_cache_whole(void **state)
+{
+    (void)state;
+    canned s;
+    /* The first watch fails at once, so the lying list comes second. */
+    canned_start(&s, cm_lists_lying_about_namespaces, 3, fail_watch_events);
+    run r;
+    run_start(&r, &s);
+    assert_int_equal(kube_informer_wait_for_sync(r.inf, 30 * UTIL_SECOND), 0);
+    assert_true(th_wait_until(three_lists, &s, 90 * UTIL_SECOND));
+    assert_true(cached(&r, "good1"));
+    assert_true(cached(&r, "good2"));
+    json_object *phantom = kube_informer_get(r.inf, "other", "good1");
+    assert_null(phantom);
+    assert_int_equal(kube_informer_count(r.inf), 2);
+    pthread_mutex_lock(&r.mu);
+    assert_int_equal(r.adds, 2); /* never deleted and added again */
+    pthread_mutex_unlock(&r.mu);
+    /* The failed watch's event, then the two items. */
+    assert_true(malformed(&r) == 3);
+    run_stop(&r);
+    canned_stop(&s);
+}
+
+/* Seeds 1395123616, 1409888097 and 310421853 of the hostile test: a list
+ * answered with "items": null (or without items) was applied as an empty
+ * list, so every cached object was taken as deleted, and the watch went on
+ * from that list's version: a Bucket being deleted, a grown claim, left the
+ * caches until they changed again, which they never did. */
+static const char *const null_items_then_whole[] = {
+    ONE_GOOD,
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"11\"},\"items\":null}",
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"12\"}}",
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"13\"},\"items\":[" GOOD(
+        "good1", "3") "]}",
+};
+
+static bool four_lists(void *ud)
+{
+    canned *s = ud;
+    pthread_mutex_lock(&s->mu);
+    bool four = s->list_calls >= 4 && s->watch_calls >= 2;
+    pthread_mutex_unlock(&s->mu);
+    return four;
+}
+
+static void test_a_list_without_an_items_array_deletes_nothing(void **state)
+{
+    (void)state;
+    canned s;
+    canned_start(&s, null_items_then_whole, 4, fail_watch_events);
+    run r;
+    run_start(&r, &s);
+    assert_int_equal(kube_informer_wait_for_sync(r.inf, 30 * UTIL_SECOND), 0);
+    assert_true(th_wait_until(four_lists, &s, 90 * UTIL_SECOND));
+    assert_true(cached(&r, "good1"));
+    pthread_mutex_lock(&r.mu);
+    assert_int_equal(r.adds, 1);
+    assert_int_equal(r.deletes, 0); /* never taken as deleted */
+    pthread_mutex_unlock(&r.mu);
+    run_stop(&r);
+    canned_stop(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -598,6 +824,12 @@ int main(void)
         cmocka_unit_test(test_answer_over_256_mib_fails_cleanly_and_memory_stays_near_the_cap),
         cmocka_unit_test(test_event_that_never_ends_stops_the_watch_at_16_mib),
         cmocka_unit_test(test_informer_lists_and_watches_again_after_an_endless_event),
+        cmocka_unit_test(
+            test_a_text_longer_than_any_object_holds_ends_the_watch_and_a_relist_follows),
+        cmocka_unit_test(
+            test_a_deleted_event_under_another_key_ends_the_watch_and_a_relist_follows),
+        cmocka_unit_test(test_list_items_under_another_key_leave_the_cache_whole),
+        cmocka_unit_test(test_a_list_without_an_items_array_deletes_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -592,6 +592,89 @@ static void test_check_field_types(void **state)
         json_object_put(n);
         free(name);
     }
+    /* A text of 1.5 MiB is the longest an object can hold; one byte more
+     * in a string, a map's value or a list's item is a lie of the right
+     * type (a CSINode's node id of 2 MiB stayed cached and went to the
+     * driver with every attach). */
+    static const char *const text_rules[] = {"s id", "m attrs", "l keys", NULL};
+    static const struct {
+        const char *where; /* id, attrs or keys */
+        size_t len;
+        int want;
+    } text_rows[] = {
+        {"id", (size_t)3 << 19, 0},
+        {"id", ((size_t)3 << 19) + 1, -EINVAL},
+        {"id", (size_t)2 << 20, -EINVAL},
+        {"attrs", (size_t)3 << 19, 0},
+        {"attrs", ((size_t)3 << 19) + 1, -EINVAL},
+        {"keys", (size_t)3 << 19, 0},
+        {"keys", ((size_t)3 << 19) + 1, -EINVAL},
+    };
+    for (size_t i = 0; i < N_ROWS(text_rows); i++) {
+        char *text = util_calloc(text_rows[i].len + 1, 1);
+        memset(text, 'h', text_rows[i].len);
+        json_object *v = json_object_new_string(text), *t = json_object_new_object();
+        if (strcmp(text_rows[i].where, "attrs") == 0) {
+            json_object *m = json_object_new_object();
+            json_object_object_add(m, "k", v);
+            v = m;
+        } else if (strcmp(text_rows[i].where, "keys") == 0) {
+            json_object *l = json_object_new_array();
+            json_object_array_add(l, json_object_new_string("short"));
+            json_object_array_add(l, v);
+            v = l;
+        }
+        json_object_object_add(t, text_rows[i].where, v);
+        int rc = kobj_check(t, text_rules);
+        if (rc != text_rows[i].want)
+            fail_msg("text row %zu (%s, %zu bytes): %d, want %d", i, text_rows[i].where,
+                     text_rows[i].len, rc, text_rows[i].want);
+        json_object_put(t);
+        free(text);
+    }
+    /* A required string: missing, null or on a missing parent fails. */
+    static const char *const req_rule[] = {"r spec.req.storage", NULL};
+    static const struct {
+        const char *json;
+        int want;
+    } req_rows[] = {
+        {"{`spec`:{`req`:{`storage`:`1Gi`}}}", 0},
+        {"{`spec`:{`req`:{}}}", -EINVAL},
+        {"{`spec`:{`req`:{`storage`:null}}}", -EINVAL},
+        {"{`spec`:{}}", -EINVAL},
+        {"{}", -EINVAL},
+        {"{`spec`:{`req`:{`storage`:7}}}", -EINVAL},
+    };
+    for (size_t i = 0; i < N_ROWS(req_rows); i++) {
+        json_object *r = J(req_rows[i].json);
+        if (kobj_check(r, req_rule) != req_rows[i].want)
+            fail_msg("required row %zu %s: want %d", i, req_rows[i].json, req_rows[i].want);
+        json_object_put(r);
+    }
+    /* M: a map that is never null, nor its values (an API server omits an
+     * empty omitempty map); missing passes. */
+    static const char *const never_null_rule[] = {"M status.st", NULL};
+    static const struct {
+        const char *json;
+        int want;
+    } never_null_rows[] = {
+        {"{`status`:{`st`:{`storage`:`NodeResizePending`}}}", 0},
+        {"{`status`:{`st`:{}}}", 0},
+        {"{`status`:{}}", 0},
+        {"{}", 0},
+        {"{`status`:null}", 0},
+        {"{`status`:{`st`:null}}", -EINVAL},
+        {"{`status`:{`st`:{`storage`:null}}}", -EINVAL},
+        {"{`status`:{`st`:`hostile`}}", -EINVAL},
+        {"{`status`:{`st`:{`storage`:7}}}", -EINVAL},
+    };
+    for (size_t i = 0; i < N_ROWS(never_null_rows); i++) {
+        json_object *r = J(never_null_rows[i].json);
+        if (kobj_check(r, never_null_rule) != never_null_rows[i].want)
+            fail_msg("never-null row %zu %s: want %d", i, never_null_rows[i].json,
+                     never_null_rows[i].want);
+        json_object_put(r);
+    }
     /* No rules, or an object that is not one: nothing to refuse. */
     json_object *o = J("{`provisioner`:1}");
     assert_int_equal(kobj_check(o, NULL), 0);
