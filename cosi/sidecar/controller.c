@@ -383,6 +383,8 @@ static int delete_bucket(csc_ctrl *c, const json_object *bucket, const csc_bucke
     if (p->delete_in_driver) {
         csi_status st = {0};
         char *id = p->bucket_id ? util_strdup(p->bucket_id) : NULL;
+        if (!id)
+            obs_v(4, "DriverCreateBucket %s, to learn the id of the bucket to delete", name);
         if (!id && (rc = create_in_driver(c, bucket, &id, &st)) < 0) {
             char *msg = csc_rpc_error("failed to learn the bucket's id", &st);
             rc = fail(c, bucket, COSI_REASON_FAILED_DELETE_BUCKET, rc, "%s", msg);
@@ -517,8 +519,8 @@ static int grant(csc_ctrl *c, const json_object *access, const json_object *cls,
     char *text = NULL;
     int rc = 0;
     /* (1) our intent on record before the driver is asked. */
-    if (p->add_finalizer) {
-        rc = csc_patch_add_finalizer(cur, COSI_FINALIZER_ACCESS, NULL, &text);
+    if (p->record) {
+        rc = csc_patch_access_intent(cur, p->bucket_id, &text);
         if (rc == 0 && text)
             rc = patch(c, &KUBE_BUCKETACCESS, ns, name, NULL, text, &answer);
         if (rc < 0) {
@@ -663,13 +665,18 @@ static int revoke(csc_ctrl *c, const json_object *access, const json_object *cls
          * again names the account. */
         Cosi__V1alpha1__DriverGrantBucketAccessResponse *resp = NULL;
         rc = grant_in_driver(c, access, cls, p->bucket_id, &resp, &st);
-        if (rc < 0 || !resp) {
+        if (rc < 0 && st.code == CSI_NOT_FOUND) {
+            /* The driver has no such bucket: no grant can be left on it. */
+            obs_v(2, "BucketAccess %s/%s: bucket %s is gone in the driver: nothing to revoke", ns,
+                  name, p->bucket_id);
+        } else if (rc < 0 || !resp) {
             char *msg = csc_rpc_error("failed to revoke access: cannot learn the account", &st);
             rc = fail(c, access, COSI_REASON_FAILED_REVOKE_ACCESS, rc, "%s", msg);
             free(msg);
             return rc;
+        } else {
+            account = util_strdup(resp->account_id);
         }
-        account = util_strdup(resp->account_id);
         grant_free(resp);
     }
     if (p->bucket_id && account) {

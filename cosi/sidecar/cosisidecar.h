@@ -85,6 +85,10 @@ typedef struct csc_event {
  * takes its class's parameters with the finalizer, in one write). */
 int csc_patch_add_finalizer(const json_object *obj, const char *fin, const json_object *params,
                             char **out);
+/* Step (1) of a grant, in one write: bucketaccess-protection and the id of
+ * the bucket about to be granted on, as the annotation COSI_ANN_BUCKET_ID
+ * (*out NULL when both are there). */
+int csc_patch_access_intent(const json_object *access, const char *bucket_id, char **out);
 /* metadata.finalizers without any of `fins` (NULL-ended); the list left
  * (null when nothing is) keeps every other item as it was. */
 int csc_patch_remove_finalizers(const json_object *obj, const char *const *fins, char **out);
@@ -177,6 +181,12 @@ int csc_delete_bucket_request(const json_object *bucket, const char *bucket_id,
 const char *csc_access_class_name(const json_object *access);
 const char *csc_access_claim_name(const json_object *access);
 const char *csc_access_secret_name(const json_object *access);
+/* The annotation on a BucketAccess naming the bucket its grant was made
+ * on, written before the driver is asked (ours: upstream keeps no such
+ * record and cannot revoke once the Bucket is gone). */
+#define COSI_ANN_BUCKET_ID "cosi.objectstorage.k8s.io/bucket-id"
+/* That annotation's value, or NULL when missing or empty. */
+const char *csc_access_recorded_bucket_id(const json_object *access);
 /* status.bucketName of a BucketClaim, or NULL when missing or empty. */
 const char *csc_claim_bucket_name(const json_object *claim);
 /* Is the BucketAccessClass's driverName ours (EqualFold)? */
@@ -196,18 +206,21 @@ typedef enum {
  * What a sync of one BucketAccess does. Pointers are into the objects
  * passed in (borrowed).
  *
- * GRANT: (1) add_finalizer: bucketaccess-protection; (2) the grant on
+ * GRANT: (1) record: bucketaccess-protection and the bucket id on the
+ * access (csc_patch_access_intent; a revoke needs the id, and the Bucket
+ * may be gone by then, or missing from a cache for a while); (2) the grant on
  * bucket_id; (3) the Secret; (4) bucketaccess-bucket-protection on the
  * Bucket; (5) the access's status.
  *
- * REVOKE: when bucket_id is set, the revoke of account_id, learnt first
+ * REVOKE: when bucket_id (the one recorded at the grant, else the
+ * Bucket's) is set, the revoke of account_id, learnt first
  * with a grant again when regrant (a grant may have run, its answer was
  * not stored); then the Secret if we made it; then our finalizer goes.
  */
 typedef struct csc_access_plan {
     csc_access_action action;
     csc_event event; /* REFUSE */
-    bool add_finalizer;
+    bool record;
     const char *bucket_id;
     const char *bucket_name;
     const char *account_id;

@@ -123,6 +123,40 @@ static json_object *copy(const json_object *o)
     return c;
 }
 
+/* The patch `p` sets obj's finalizers with `fin` appended. */
+static void put_finalizers_with(json_object *p, const json_object *obj, const char *fin)
+{
+    json_object *list = json_object_new_array();
+    json_object *cur = kobj_arr(kobj_meta(obj), "finalizers");
+    for (size_t i = 0; i < kobj_len(cur); i++) {
+        json_object *item = kobj_at(cur, i);
+        json_object_array_add(list, item ? copy(item) : NULL);
+    }
+    json_object_array_add(list, json_object_new_string(fin));
+    json_object_object_add(kobj_obj(p, "metadata"), "finalizers", list);
+}
+
+int csc_patch_access_intent(const json_object *access, const char *bucket_id, char **out)
+{
+    *out = NULL;
+    if (!bucket_id || !*bucket_id)
+        return util_err_set(-EINVAL, "no bucket id to record");
+    bool has = kobj_has_finalizer(access, COSI_FINALIZER_ACCESS);
+    const char *rec = csc_access_recorded_bucket_id(access);
+    if (has && rec && strcmp(rec, bucket_id) == 0)
+        return 0;
+    json_object *p = guarded(access);
+    if (!p)
+        return util_err_set(-EINVAL, "%s has no resourceVersion",
+                            kobj_name(access) ? kobj_name(access) : "the object");
+    if (!has)
+        put_finalizers_with(p, access, COSI_FINALIZER_ACCESS);
+    json_object *ann = json_object_new_object();
+    json_object_object_add(ann, COSI_ANN_BUCKET_ID, json_object_new_string(bucket_id));
+    json_object_object_add(kobj_obj(p, "metadata"), "annotations", ann);
+    return finish(p, out);
+}
+
 int csc_patch_add_finalizer(const json_object *obj, const char *fin, const json_object *params,
                             char **out)
 {
@@ -134,16 +168,8 @@ int csc_patch_add_finalizer(const json_object *obj, const char *fin, const json_
     if (!p)
         return util_err_set(-EINVAL, "%s has no resourceVersion",
                             kobj_name(obj) ? kobj_name(obj) : "the object");
-    if (!has) {
-        json_object *list = json_object_new_array();
-        json_object *cur = kobj_arr(kobj_meta(obj), "finalizers");
-        for (size_t i = 0; i < kobj_len(cur); i++) {
-            json_object *item = kobj_at(cur, i);
-            json_object_array_add(list, item ? copy(item) : NULL);
-        }
-        json_object_array_add(list, json_object_new_string(fin));
-        json_object_object_add(kobj_obj(p, "metadata"), "finalizers", list);
-    }
+    if (!has)
+        put_finalizers_with(p, obj, fin);
     if (params) {
         json_object *spec = json_object_new_object();
         json_object_object_add(spec, "parameters", copy(params));

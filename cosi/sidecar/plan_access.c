@@ -41,6 +41,11 @@ const char *csc_access_secret_name(const json_object *access)
     return nonempty(kobj_obj(access, "spec"), "credentialsSecretName");
 }
 
+const char *csc_access_recorded_bucket_id(const json_object *access)
+{
+    return nonempty(kobj_obj(kobj_meta(access), "annotations"), COSI_ANN_BUCKET_ID);
+}
+
 const char *csc_claim_bucket_name(const json_object *claim)
 {
     return nonempty(kobj_obj(claim, "status"), "bucketName");
@@ -94,7 +99,11 @@ static int plan_revoke(const char *driver, const json_object *access, const json
     if (!ours)
         return 0;
     const char *account = nonempty(kobj_obj(access, "status"), "accountID");
-    const char *bid = bucket ? csc_bucket_id(bucket) : NULL;
+    /* The bucket the grant was made on, as recorded before the driver was
+     * asked: the Bucket may be gone by now (its deletion went ahead while
+     * a cache lacked this access), or name another bucket. */
+    const char *rec = csc_access_recorded_bucket_id(access);
+    const char *bid = rec ? rec : bucket ? csc_bucket_id(bucket) : NULL;
     if (account && !bid) {
         char *why = no_bucket_why(access, claim, bucket);
         char *msg = util_asprintf("failed to revoke access: %s", why);
@@ -112,7 +121,7 @@ static int plan_revoke(const char *driver, const json_object *access, const json
     }
     p->action = CSC_ACCESS_REVOKE;
     p->bucket_id = bid;
-    p->bucket_name = bid ? kobj_name(bucket) : NULL;
+    p->bucket_name = bid && bucket ? kobj_name(bucket) : NULL;
     p->account_id = account;
     p->regrant = !account && bid;
     return 0;
@@ -162,7 +171,9 @@ int csc_access_plan_make(const char *driver, const json_object *access,
                       util_asprintf(MSG_NOT_READY ": (isReady? %s), (ID empty? %s)",
                                     csc_ready(bucket) ? "true" : "false", bid ? "false" : "true"));
     out->action = CSC_ACCESS_GRANT;
-    out->add_finalizer = !kobj_has_finalizer(access, COSI_FINALIZER_ACCESS);
+    const char *rec = csc_access_recorded_bucket_id(access);
+    out->record =
+        !kobj_has_finalizer(access, COSI_FINALIZER_ACCESS) || !rec || strcmp(rec, bid) != 0;
     out->bucket_id = bid;
     out->bucket_name = kobj_name(bucket);
     return 0;

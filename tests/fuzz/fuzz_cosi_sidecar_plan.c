@@ -95,6 +95,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     must_parse(csc_patch_claim_ready(claim, "bucket-1", &out), out);
     out = NULL;
     must_parse(csc_patch_access_granted(access, "acct-1", &out), out);
+    out = NULL;
+    must_parse(csc_patch_access_intent(access, "bkt-1", &out), out);
 
     Cosi__V1alpha1__DriverCreateBucketRequest *cr = NULL;
     if (csc_create_bucket_request(bucket, &cr) == 0)

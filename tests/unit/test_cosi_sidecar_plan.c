@@ -437,6 +437,24 @@ static void test_patches_carry_the_resource_version(void **state)
           "{`metadata`:{`resourceVersion`:`12`},"
           "`status`:{`accessGranted`:true,`accountID`:`acct-1`}}",
           "acct-1", NULL, NULL),
+        P("access intent: the finalizer and the bucket id in one write", 5,
+          "{`metadata`:{`resourceVersion`:`12`,`finalizers`:[`x`]}}", "bkt-1", NULL,
+          "{`metadata`:{`resourceVersion`:`12`,`finalizers`:[`x`," FIN_A "],"
+          "`annotations`:{`" COSI_ANN_BUCKET_ID "`:`bkt-1`}}}"),
+        P("access intent: the finalizer there, the id not yet", 5,
+          "{`metadata`:{`resourceVersion`:`12`,`finalizers`:[" FIN_A "]}}", "bkt-1", NULL,
+          "{`metadata`:{`resourceVersion`:`12`,"
+          "`annotations`:{`" COSI_ANN_BUCKET_ID "`:`bkt-1`}}}"),
+        P("access intent: both there: no patch", 5,
+          "{`metadata`:{`resourceVersion`:`12`,`finalizers`:[" FIN_A "],"
+          "`annotations`:{`" COSI_ANN_BUCKET_ID "`:`bkt-1`}}}",
+          "bkt-1", NULL, NULL),
+        P("access intent: another id recorded is replaced", 5,
+          "{`metadata`:{`resourceVersion`:`12`,`finalizers`:[" FIN_A "],"
+          "`annotations`:{`" COSI_ANN_BUCKET_ID "`:`bkt-0`,`other`:`kept`}}}",
+          "bkt-1", NULL,
+          "{`metadata`:{`resourceVersion`:`12`,"
+          "`annotations`:{`" COSI_ANN_BUCKET_ID "`:`bkt-1`}}}"),
         P("status of another type is no status", 4,
           "{`metadata`:{`resourceVersion`:`12`},`status`:7}", "acct-1", NULL,
           "{`metadata`:{`resourceVersion`:`12`},"
@@ -462,6 +480,9 @@ static void test_patches_carry_the_resource_version(void **state)
             break;
         case 4:
             rc = csc_patch_access_granted(o, rows[i].arg, &out);
+            break;
+        case 5:
+            rc = csc_patch_access_intent(o, rows[i].arg, &out);
             break;
         }
         expect_int(rows[i].row, "rc", rc, rows[i].rc);
@@ -557,6 +578,9 @@ static void test_bucket_requests(void **state)
                    "`status`:{`bucketReady`:true,`bucketID`:`bkt-1`}}"
 #define MSG_STATE "BucketAccess can't be granted to Bucket not in Ready state"
 
+/* The bucket id recorded on an access at its grant. */
+#define REC(id) ",`annotations`:{`" COSI_ANN_BUCKET_ID "`:`" id "`}"
+
 /* One row per rule, over (access, class, claim, bucket). */
 #define GRANT(r, a, c, cl, b, fin)                                                                 \
     {                                                                                              \
@@ -591,9 +615,15 @@ static void test_access_decisions(void **state)
         const char *reason, *message;
     } rows[] = {
         GRANT("grant: the finalizer first", ACCESS, CLASS_KEY, CLAIM_READY, BUCKET_READY, true),
-        GRANT("grant with our finalizer already",
+        GRANT("grant with our finalizer, the bucket id not yet recorded: record it first",
               "{" A_META(",`finalizers`:[" FIN_A "]") "," A_SPEC("") "}", CLASS_KEY, CLAIM_READY,
-              BUCKET_READY, false),
+              BUCKET_READY, true),
+        GRANT("grant with our finalizer and the bucket id recorded",
+              "{" A_META(",`finalizers`:[" FIN_A "]" REC("bkt-1")) "," A_SPEC("") "}", CLASS_KEY,
+              CLAIM_READY, BUCKET_READY, false),
+        GRANT("grant with another bucket id recorded: this one recorded first",
+              "{" A_META(",`finalizers`:[" FIN_A "]" REC("bkt-0")) "," A_SPEC("") "}", CLASS_KEY,
+              CLAIM_READY, BUCKET_READY, true),
         A_SKIP(
             "granted with an account: nothing",
             "{" A_META("") "," A_SPEC("") ",`status`:{`accessGranted`:true,`accountID`:`acct-1`}}",
@@ -688,6 +718,21 @@ static void test_access_decisions(void **state)
                             "]" DELETING) "," A_SPEC("") ",`status`:{`accountID`:`acct-1`}}",
                  CLASS_KEY, CLAIM_READY, NULL, COSI_REASON_FAILED_REVOKE_ACCESS,
                  "failed to revoke access: buckets.objectstorage.k8s.io \"bucket-u1\" not found"),
+        REVOKE("deleting with an account, the claim and Bucket gone, the id recorded: revoke it",
+               "{" A_META(",`finalizers`:[" FIN_A "]" DELETING REC("bkt-rec")) "," A_SPEC(
+                   "") ",`status`:{`accessGranted`:true,`accountID`:`acct-1`}}",
+               CLASS_KEY, NULL, NULL, "bkt-rec", "acct-1", false),
+        REVOKE("deleting with the id recorded: it wins over the Bucket's",
+               "{" A_META(",`finalizers`:[" FIN_A "]" DELETING REC("bkt-rec")) "," A_SPEC(
+                   "") ",`status`:{`accountID`:`acct-1`}}",
+               CLASS_KEY, CLAIM_READY, BUCKET_READY, "bkt-rec", "acct-1", false),
+        REVOKE("deleting without an account, the Bucket gone, the id recorded: grant again",
+               "{" A_META(",`finalizers`:[" FIN_A "]" DELETING REC("bkt-rec")) "," A_SPEC("") "}",
+               CLASS_KEY, NULL, NULL, "bkt-rec", NULL, true),
+        A_SKIP("deleting with the id recorded but neither class nor Bucket: not known to be ours",
+               "{" A_META(",`finalizers`:[" FIN_A "]" DELETING REC("bkt-rec")) "," A_SPEC(
+                   "") ",`status`:{`accountID`:`acct-1`}}",
+               NULL, NULL, NULL),
         REVOKE("deleting without a class name or secret: still revoked",
                "{" A_META(",`finalizers`:[" FIN_A "]" DELETING) ",`spec`:{`bucketClaimName`:`c1`},"
                                                                 "`status`:{`accountID`:`acct-1`}}",
@@ -700,7 +745,7 @@ static void test_access_decisions(void **state)
         int rc = csc_access_plan_make(DRIVER, a, cls, claim, b, &p);
         expect_int(rows[i].row, "rc", rc, 0);
         expect_int(rows[i].row, "action", p.action, rows[i].action);
-        expect_int(rows[i].row, "add_finalizer", p.add_finalizer, rows[i].add_fin);
+        expect_int(rows[i].row, "record", p.record, rows[i].add_fin);
         expect_str(rows[i].row, "bucket_id", p.bucket_id, rows[i].bucket_id);
         expect_str(rows[i].row, "account_id", p.account_id, rows[i].account);
         expect_int(rows[i].row, "regrant", p.regrant, rows[i].regrant);
