@@ -109,21 +109,6 @@ static bool parse_token(const char *token, size_t n, size_t *start)
     return true;
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path) < 0 && errno != ENOENT ? -1 : 0;
-}
-
-static int remove_tree(const char *path)
-{
-    if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
-        return -errno;
-    return 0;
-}
-
 /* ---- CreateVolume ----------------------------------------------------------------- */
 
 struct create_args {
@@ -256,9 +241,15 @@ static void create_locked(drv *d, drv_model *m, const struct create_args *a, csi
         else
             drv_kvs_copy(&v->topology, &d->cfg->topology);
     }
-    int r = drvkit_mkdir_p(v->path, 0755);
+    /* A restore or a clone starts with its source's data. */
+    char *from = a->src_type == DRV_SRC_SNAPSHOT ? drv_snapshot_dir(d, a->src_id)
+                 : a->src_type == DRV_SRC_VOLUME ? util_strdup(drv_model_volume(m, a->src_id)->path)
+                                                 : NULL;
+    int r = from ? drv_copy_tree(from, v->path) : drvkit_mkdir_p(v->path, 0755);
+    free(from);
     if (r < 0) {
-        csi_reply_error(reply, CSI_INTERNAL, "cannot create %s: %s", v->path, strerror(-r));
+        csi_reply_error(reply, CSI_INTERNAL, "cannot create %s: %s", v->path,
+                        util_err_last()[0] ? util_err_last() : strerror(-r));
         drv_volume_free(v);
         return;
     }
@@ -371,7 +362,7 @@ static void delete_locked(drv *d, drv_model *m, const char *id, csi_reply *reply
                         "volume %s is still staged or published on node %s", id, d->cfg->node_id);
         return;
     }
-    int rc = remove_tree(v->path);
+    int rc = drv_remove_tree(v->path);
     if (rc < 0) {
         csi_reply_error(reply, CSI_INTERNAL, "cannot remove %s: %s", v->path, strerror(-rc));
         return;
@@ -967,6 +958,11 @@ void drv_controller_modify(drv *d, const ProtobufCMessage *msg, csi_reply *reply
 
 /* ---- snapshots ------------------------------------------------------------------------ */
 
+char *drv_snapshot_dir(const drv *d, const char *id)
+{
+    return util_asprintf("%s/snapshots/%s", drv_store_dir(d->store), id);
+}
+
 typedef struct snap_msg {
     Csi__V1__Snapshot snap;
     Google__Protobuf__Timestamp ts;
@@ -1021,6 +1017,15 @@ static void create_snapshot_locked(drv *d, drv_model *m, const Csi__V1__CreateSn
     s->source_volume_id = util_strdup(v->id);
     s->size = v->capacity;
     s->created_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    /* The snapshot keeps a copy of the volume's data as it is now. */
+    char *dir = drv_snapshot_dir(d, s->id);
+    int r = drv_copy_tree(v->path, dir);
+    free(dir);
+    if (r < 0) {
+        csi_reply_error(reply, CSI_INTERNAL, "snapshot of volume %s: %s", v->id, util_err_last());
+        drv_snapshot_free(s);
+        return;
+    }
     drv_model_add_snapshot(m, s);
     drv_store_changed(d->store, NULL);
     obs_v(2, "created snapshot %s (%s) of volume %s", s->id, s->name, v->id);
@@ -1058,6 +1063,15 @@ void drv_delete_snapshot(drv *d, const ProtobufCMessage *msg, csi_reply *reply)
     drv_model *m = drv_store_lock(d->store);
     drv_snapshot *s = drv_model_snapshot(m, req->snapshot_id);
     if (s) {
+        char *dir = drv_snapshot_dir(d, s->id);
+        int r = drv_remove_tree(dir);
+        if (r < 0) {
+            csi_reply_error(reply, CSI_INTERNAL, "cannot remove %s: %s", dir, strerror(-r));
+            free(dir);
+            drv_store_unlock(d->store);
+            return;
+        }
+        free(dir);
         obs_v(2, "deleted snapshot %s (%s)", s->id, s->name);
         drv_model_remove_snapshot(m, s);
         drv_store_changed(d->store, NULL);

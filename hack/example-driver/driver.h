@@ -245,6 +245,7 @@ typedef struct drv_config {
     bool unpublish_missing_ok;
     const char *publish_secret; /* "key=value" or NULL */
     const char *backend_dir;    /* --backend-dir; NULL: none */
+    bool mount;                 /* --mount: NodeStage/NodePublish bind-mount for real */
 } drv_config;
 
 typedef struct drv {
@@ -253,6 +254,28 @@ typedef struct drv {
     drvkit_faults *faults;
     atomic_bool stopping; /* injected delays end early when set */
 } drv;
+
+/* ---- data (data.c) ------------------------------------------------------------ */
+
+/* A block volume's data, in its folder. */
+#define DRV_BLOCK_FILE "block"
+
+/* Copies the folder src (files with their holes, folders, symlinks) to
+ * dst, replacing it once whole. 0 or a negative errno (util_err_last). */
+int drv_copy_tree(const char *src, const char *dst);
+/* rm -rf; a missing path is fine. */
+int drv_remove_tree(const char *path);
+/* Is something mounted at path in this process's mount namespace? */
+int drv_mounted_at(const char *path, bool *mounted);
+/* Bind-mounts src at dst (read-only when asked) unless something is
+ * mounted there already. The error names the missing privilege. */
+int drv_bind_mount(const char *src, const char *dst, bool readonly);
+/* Unmounts whatever is mounted at path; nothing mounted is fine. */
+int drv_unmount(const char *path);
+/* <state-dir>/snapshots/<id>: the snapshot's copy of its volume's data. */
+char *drv_snapshot_dir(const drv *d, const char *id);
+/* The backing file of a block volume, made or grown to its size. */
+int drv_block_file(const drv_volume *v, char **out);
 
 #define DRV_CTRL_CAP(d, t)                                                                         \
     CSI_CAP((d)->cfg->controller_caps, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__##t)

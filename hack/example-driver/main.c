@@ -239,6 +239,10 @@ int main(int argc, char **argv)
                       "state directory of the process serving this driver's controller: "
                       "NodeStageVolume and NodePublishVolume find volumes this process does not "
                       "hold there, as the node of a networked backend would; empty: none");
+    util_flags_bool(f, "mount", &cfg.mount,
+                    "NodeStageVolume and NodePublishVolume bind-mount the volume's folder (a "
+                    "block volume's backing file) for real, so that a workload's data lands in "
+                    "the volume; needs CAP_SYS_ADMIN. false: only the target folders are made");
     util_flags_bool(f, "sync", &cfg.sync,
                     "fsync state.json after every change (false only for benchmarks)");
     util_flags_bool(f, "unpublish-missing-ok", &cfg.unpublish_missing_ok,

@@ -1,8 +1,8 @@
 /*
  * Node service: stage / publish bookkeeping for this node, with the target
- * directories made and removed for real (mkdir -p / rmdir; nothing is
- * mounted), plus NodeGetInfo, NodeGetCapabilities, volume stats and node
- * expansion.
+ * directories made and removed for real (mkdir -p / rmdir) and, with
+ * --mount, the volume bind-mounted there (data.c), plus NodeGetInfo,
+ * NodeGetCapabilities, volume stats and node expansion.
  *
  * Ordering the CO must keep is checked rather than assumed: staging needs
  * a ControllerPublish to this node (when the driver attaches at all), and
@@ -62,6 +62,36 @@ static const char *check_path(const char *path, const char *what)
     return path[0] == '/' ? NULL : "paths must be absolute";
 }
 
+/* ---- mounts (--mount) ---------------------------------------------------------------- */
+
+/* A mount volume's folder at its staging path (a block volume is mounted
+ * at its targets only). Nothing without --mount. */
+static int mount_staged(const drv *d, const drv_volume *v, const char *staging)
+{
+    if (!d->cfg->mount || v->access_type != DRV_ACCESS_MOUNT)
+        return 0;
+    return drv_bind_mount(v->path, staging, false);
+}
+
+/* The volume at a target: the staged folder (or the volume's folder when
+ * the driver does not stage), a block volume's backing file. */
+static int mount_target(const drv *d, const drv_volume *v, const char *target, bool readonly)
+{
+    if (!d->cfg->mount)
+        return 0;
+    char *src = NULL;
+    int rc = 0;
+    if (v->access_type == DRV_ACCESS_MOUNT)
+        src = util_strdup(DRV_NODE_CAP(d, STAGE_UNSTAGE_VOLUME) && v->staged_path ? v->staged_path
+                                                                                  : v->path);
+    else
+        rc = drv_block_file(v, &src);
+    if (rc == 0)
+        rc = drv_bind_mount(src, target, readonly);
+    free(src);
+    return rc;
+}
+
 /* ---- NodeStageVolume / NodeUnstageVolume ------------------------------------------- */
 
 /* The volume a NodeStage or NodePublish names; with --backend-dir as the
@@ -100,6 +130,9 @@ static void stage_locked(drv *d, drv_model *m, const Csi__V1__NodeStageVolumeReq
             csi_reply_error(reply, CSI_ALREADY_EXISTS,
                             "volume %s is staged at %s with another capability", v->id,
                             v->staged_path);
+        else if (mount_staged(d, v, v->staged_path) < 0)
+            /* Asked again after the mount went (a node restart): mended. */
+            csi_reply_error(reply, CSI_INTERNAL, "%s", util_err_last());
         else
             csi_reply_ok(reply, &ok.base);
         return;
@@ -108,6 +141,10 @@ static void stage_locked(drv *d, drv_model *m, const Csi__V1__NodeStageVolumeReq
     if (r < 0) {
         csi_reply_error(reply, CSI_INTERNAL, "cannot create %s: %s", req->staging_target_path,
                         strerror(-r));
+        return;
+    }
+    if (mount_staged(d, v, req->staging_target_path) < 0) {
+        csi_reply_error(reply, CSI_INTERNAL, "%s", util_err_last());
         return;
     }
     v->staged_path = util_strdup(req->staging_target_path);
@@ -162,6 +199,8 @@ void drv_node_unstage(drv *d, const ProtobufCMessage *msg, csi_reply *reply)
         csi_reply_error(reply, CSI_FAILED_PRECONDITION,
                         "volume %s is still published at %s; NodeUnpublishVolume first", v->id,
                         v->npubs[0].target_path);
+    } else if (d->cfg->mount && drv_unmount(v->staged_path) < 0) {
+        csi_reply_error(reply, CSI_INTERNAL, "%s", util_err_last());
     } else {
         /* The CO made the staging directory; it stays. */
         obs_v(2, "unstaged volume %s from %s", v->id, v->staged_path);
@@ -238,6 +277,8 @@ static void publish_locked(drv *d, drv_model *m, const Csi__V1__NodePublishVolum
                             "volume %s is published at %s with another capability or readonly "
                             "flag",
                             v->id, req->target_path);
+        else if (mount_target(d, v, req->target_path, ro) < 0)
+            csi_reply_error(reply, CSI_INTERNAL, "%s", util_err_last());
         else
             csi_reply_ok(reply, &ok.base);
         return;
@@ -255,6 +296,10 @@ static void publish_locked(drv *d, drv_model *m, const Csi__V1__NodePublishVolum
     if (r < 0) {
         csi_reply_error(reply, CSI_INTERNAL, "cannot create %s: %s", req->target_path,
                         strerror(-r));
+        return;
+    }
+    if (mount_target(d, v, req->target_path, ro) < 0) {
+        csi_reply_error(reply, CSI_INTERNAL, "%s", util_err_last());
         return;
     }
     drv_npub *np = realloc(v->npubs, (v->n_npubs + 1) * sizeof(*np));
@@ -307,6 +352,10 @@ static void unpublish_locked(drv *d, drv_model *m, const Csi__V1__NodeUnpublishV
         drv_npub *p = &v->npubs[i];
         if (strcmp(p->target_path, req->target_path) != 0)
             continue;
+        if (d->cfg->mount && drv_unmount(p->target_path) < 0) {
+            csi_reply_error(reply, CSI_INTERNAL, "%s", util_err_last());
+            return;
+        }
         /* The spec: the SP deletes what it created at target_path. */
         if (remove(p->target_path) < 0 && errno != ENOENT) {
             csi_reply_error(reply, CSI_INTERNAL, "cannot remove %s: %m", p->target_path);

@@ -735,11 +735,15 @@ int drv_store_new(const char *state_dir, bool sync, drv_store **out)
     s->sync = sync;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cond, NULL);
-    char *vols = util_asprintf("%s/volumes", state_dir);
-    int r = drvkit_mkdir_p(vols, 0755);
-    free(vols);
-    if (r < 0)
-        r = util_err_set(r, "cannot create %s/volumes: %s", state_dir, strerror(-r));
+    int r = 0;
+    for (int i = 0; r == 0 && i < 2; i++) {
+        const char *sub = i == 0 ? "volumes" : "snapshots";
+        char *dir = util_asprintf("%s/%s", state_dir, sub);
+        r = drvkit_mkdir_p(dir, 0755);
+        free(dir);
+        if (r < 0)
+            r = util_err_set(r, "cannot create %s/%s: %s", state_dir, sub, strerror(-r));
+    }
     if (r == 0)
         r = load_state(s);
     if (r == 0) {

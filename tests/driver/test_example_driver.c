@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +50,8 @@ typedef struct dproc {
     char *flags[16];
     int n_flags;
     csi_conn *c;
-    char *log; /* stderr goes here when set */
+    char *log;               /* stderr goes here when set */
+    const char *const *wrap; /* NULL-ended command the driver runs under, or NULL */
 } dproc;
 
 static char *driver_bin;
@@ -60,13 +62,16 @@ static void dspawn(dproc *p)
 {
     char *ep = util_asprintf("--endpoint=%s", p->endpoint);
     char *sd = util_asprintf("--state-dir=%s", p->dir);
-    char *argv[24] = {driver_bin,
-                      ep,
-                      sd,
-                      "--nodeid=node-1",
-                      "--known-nodes=node-2,node-3",
-                      "--topology=topology.example.com/zone=z1"};
-    int n = 6;
+    char *argv[32];
+    int n = 0;
+    for (int i = 0; p->wrap && p->wrap[i]; i++)
+        argv[n++] = (char *)p->wrap[i];
+    argv[n++] = driver_bin;
+    argv[n++] = ep;
+    argv[n++] = sd;
+    argv[n++] = "--nodeid=node-1";
+    argv[n++] = "--known-nodes=node-2,node-3";
+    argv[n++] = "--topology=topology.example.com/zone=z1";
     for (int i = 0; i < p->n_flags; i++)
         argv[n++] = p->flags[i];
     argv[n] = NULL;
@@ -108,9 +113,10 @@ static void dset_flags(dproc *p, const char *const *flags)
 
 /* A driver with its own state directory and socket, plus `flags` (may be
  * NULL); its stderr goes to `log` when that is set. */
-static dproc *dstart_logged(const char *const *flags, const char *log)
+static dproc *dstart_wrapped(const char *const *flags, const char *log, const char *const *wrap)
 {
     dproc *p = util_calloc(1, sizeof(*p));
+    p->wrap = wrap;
     counter++;
     p->dir = util_asprintf("%s/state%d", th_tmpdir(), counter);
     p->endpoint = util_asprintf("unix://%s/d%d.sock", th_tmpdir(), counter);
@@ -118,6 +124,11 @@ static dproc *dstart_logged(const char *const *flags, const char *log)
     dset_flags(p, flags);
     dspawn(p);
     return p;
+}
+
+static dproc *dstart_logged(const char *const *flags, const char *log)
+{
+    return dstart_wrapped(flags, log, NULL);
 }
 
 static dproc *dstart(const char *const *flags)
@@ -418,14 +429,15 @@ typedef struct ctxb {
     Csi__V1__NodeStageVolumeRequest__PublishContextEntry *ep;
 } ctxb;
 
-static int nstage(dproc *p, const char *vol, const char *path, int mode, const char *dev)
+static int nstage_cap(dproc *p, const char *vol, const char *path, bool block, int mode,
+                      const char *dev)
 {
     capb cb;
     ctxb ctx;
     Csi__V1__NodeStageVolumeRequest req = CSI__V1__NODE_STAGE_VOLUME_REQUEST__INIT;
     req.volume_id = (char *)vol;
     req.staging_target_path = (char *)path;
-    req.volume_capability = capb_init(&cb, false, mode);
+    req.volume_capability = capb_init(&cb, block, mode);
     if (dev) {
         csi__v1__node_stage_volume_request__publish_context_entry__init(&ctx.e);
         ctx.e.key = "devicePath";
@@ -438,6 +450,11 @@ static int nstage(dproc *p, const char *vol, const char *path, int mode, const c
                &csi__v1__node_stage_volume_response__descriptor, NULL);
 }
 
+static int nstage(dproc *p, const char *vol, const char *path, int mode, const char *dev)
+{
+    return nstage_cap(p, vol, path, false, mode, dev);
+}
+
 static int nunstage(dproc *p, const char *vol, const char *path)
 {
     Csi__V1__NodeUnstageVolumeRequest req = CSI__V1__NODE_UNSTAGE_VOLUME_REQUEST__INIT;
@@ -447,18 +464,24 @@ static int nunstage(dproc *p, const char *vol, const char *path)
                &csi__v1__node_unstage_volume_response__descriptor, NULL);
 }
 
-static int npublish(dproc *p, const char *vol, const char *staging, const char *target, int mode,
-                    bool ro)
+static int npublish_cap(dproc *p, const char *vol, const char *staging, const char *target,
+                        bool block, int mode, bool ro)
 {
     capb cb;
     Csi__V1__NodePublishVolumeRequest req = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
     req.volume_id = (char *)vol;
     req.staging_target_path = (char *)(staging ? staging : "");
     req.target_path = (char *)target;
-    req.volume_capability = capb_init(&cb, false, mode);
+    req.volume_capability = capb_init(&cb, block, mode);
     req.readonly = ro;
     return rpc(p, NODE "NodePublishVolume", &req.base,
                &csi__v1__node_publish_volume_response__descriptor, NULL);
+}
+
+static int npublish(dproc *p, const char *vol, const char *staging, const char *target, int mode,
+                    bool ro)
+{
+    return npublish_cap(p, vol, staging, target, false, mode, ro);
 }
 
 static int nunpublish(dproc *p, const char *vol, const char *target)
@@ -1889,6 +1912,280 @@ static char *staged_volume(dproc *p, char **dev, char **staging)
     return id;
 }
 
+/* ---- data and mounts -------------------------------------------------------------- */
+
+static void put_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fail_msg("cannot write %s: %s", path, strerror(errno));
+        return;
+    }
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The file's first line, or "" when it cannot be read (static buffer). */
+static const char *get_text(const char *path)
+{
+    static char buf[256];
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(buf, sizeof(buf), f))
+            buf[0] = '\0';
+        fclose(f);
+    }
+    return buf;
+}
+
+static char *volume_dir(dproc *p, const char *id)
+{
+    return util_asprintf("%s/volumes/%s", p->dir, id);
+}
+
+static char *restore_from(dproc *p, bool snapshot, const char *src)
+{
+    cvr r;
+    Csi__V1__CreateVolumeResponse *resp = NULL;
+    cvr_init(&r, nm(snapshot ? "restore" : "clone"), 0, 0);
+    if (snapshot)
+        cvr_snapshot(&r, src);
+    else
+        cvr_clone(&r, src);
+    assert_int_equal(create(p, &r.req, &resp), CSI_OK);
+    char *id = util_strdup(resp->volume->volume_id);
+    csi__v1__create_volume_response__free_unpacked(resp, NULL);
+    return id;
+}
+
+/* A snapshot is a copy of its volume's data when it was cut; a restore
+ * starts from that copy, a clone from the source as it is now; deleting
+ * the snapshot deletes its copy. */
+static void test_snapshot_restore_and_clone_carry_the_data(void **state)
+{
+    (void)state;
+    char *src = new_volume(shared, nm("data"), 0);
+    char *dir = volume_dir(shared, src);
+    char *file = util_asprintf("%s/f", dir), *sub = util_asprintf("%s/sub", dir);
+    put_text(file, "before");
+    assert_int_equal(mkdir(sub, 0700), 0);
+    char *subfile = util_asprintf("%s/g", sub);
+    put_text(subfile, "nested");
+    char *link = util_asprintf("%s/l", dir);
+    assert_int_equal(symlink("f", link), 0);
+    char *snap = new_snapshot(shared, nm("snap"), src);
+    char *copy = util_asprintf("%s/snapshots/%s/f", shared->dir, snap);
+    assert_string_equal(get_text(copy), "before");
+    put_text(file, "after");
+
+    char *restored = restore_from(shared, true, snap);
+    char *rdir = volume_dir(shared, restored);
+    char *rf = util_asprintf("%s/f", rdir), *rg = util_asprintf("%s/sub/g", rdir);
+    char *rl = util_asprintf("%s/l", rdir);
+    assert_string_equal(get_text(rf), "before");
+    assert_string_equal(get_text(rg), "nested");
+    char target[16] = {0};
+    assert_int_equal(readlink(rl, target, sizeof(target) - 1), 1);
+    assert_string_equal(target, "f");
+    char *partial = util_asprintf("%s.partial", rdir);
+    assert_false(exists(partial));
+
+    char *clone = restore_from(shared, false, src);
+    char *cdir = volume_dir(shared, clone);
+    char *cf = util_asprintf("%s/f", cdir);
+    assert_string_equal(get_text(cf), "after");
+
+    assert_int_equal(delete_snapshot(shared, snap), CSI_OK);
+    char *sdir = util_asprintf("%s/snapshots/%s", shared->dir, snap);
+    assert_false(exists(sdir));
+    /* A restore from the deleted snapshot finds nothing to start from. */
+    cvr r;
+    cvr_init(&r, nm("late"), 0, 0);
+    cvr_snapshot(&r, snap);
+    assert_int_equal(create(shared, &r.req, NULL), CSI_NOT_FOUND);
+    char *ids[] = {restored, clone, src};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(delete_volume(shared, ids[i]), CSI_OK);
+        free(ids[i]);
+    }
+    assert_false(exists(dir));
+    char *frees[] = {dir, file, sub, subfile, link, snap, copy, rdir,
+                     rf,  rg,   rl,  partial, cdir, cf,   sdir};
+    for (size_t i = 0; i < sizeof(frees) / sizeof(frees[0]); i++)
+        free(frees[i]);
+}
+
+/* How many mounts of the driver's mount namespace are at `path`. */
+static int mounts_at(const dproc *p, const char *path)
+{
+    char *mi = util_asprintf("/proc/%d/mountinfo", (int)p->pid);
+    FILE *f = fopen(mi, "r");
+    free(mi);
+    assert_non_null(f);
+    char *want = util_asprintf(" %s ", path);
+    int n = 0;
+    char line[4096];
+    while (fgets(line, sizeof(line), f)) {
+        /* id parent major:minor root mount-point: the fifth field */
+        char *at = line;
+        for (int i = 0; i < 4 && at; i++)
+            at = strchr(at + 1, ' ');
+        n += at && strncmp(at, want, strlen(want)) == 0;
+    }
+    fclose(f);
+    free(want);
+    return n;
+}
+
+/* `path` as the driver's mount namespace sees it. */
+static char *in_driver(const dproc *p, const char *path)
+{
+    return util_asprintf("/proc/%d/root%s", (int)p->pid, path);
+}
+
+/* The driver in a mount namespace of its own: its mounts go with it. */
+static const char *const PRIVATE_NS[] = {"/usr/bin/unshare", "--mount", "--propagation", "private",
+                                         NULL};
+
+/* With --mount the workload's data lands in the volume: staging and target
+ * are bind mounts of its folder (each once, however often asked), read-only
+ * when asked, and gone after unpublish and unstage. */
+static void test_mount_flag_bind_mounts_the_volume_where_the_co_asks(void **state)
+{
+    (void)state;
+    dproc *d = dstart_wrapped(FLAGS("--mount"), NULL, PRIVATE_NS);
+    char *dev = NULL;
+    char *id = attached_volume(d, &dev);
+    char *staging = scratch("staging");
+    char *pod = scratch("pod");
+    char *target = util_asprintf("%s/mount", pod);
+    assert_int_equal(nstage(d, id, staging, SNW, dev), CSI_OK);
+    assert_int_equal(nstage(d, id, staging, SNW, dev), CSI_OK);
+    assert_int_equal(mounts_at(d, staging), 1);
+    assert_int_equal(npublish(d, id, staging, target, SNW, false), CSI_OK);
+    assert_int_equal(npublish(d, id, staging, target, SNW, false), CSI_OK);
+    assert_int_equal(mounts_at(d, target), 1);
+    assert_int_equal(mounts_at(&(dproc){.pid = getpid()}, target), 0); /* not on this machine */
+
+    char *written = util_asprintf("%s/hello", target);
+    char *seen = in_driver(d, written);
+    put_text(seen, "from the pod");
+    char *dir = volume_dir(d, id);
+    char *backing = util_asprintf("%s/hello", dir);
+    assert_string_equal(get_text(backing), "from the pod");
+
+    assert_int_equal(nunpublish(d, id, target), CSI_OK);
+    assert_int_equal(mounts_at(d, target), 0);
+    char *tview = in_driver(d, target);
+    assert_false(exists(tview));
+    /* Read-only: the data is there, a write is refused. */
+    assert_int_equal(npublish(d, id, staging, target, SNW, true), CSI_OK);
+    assert_string_equal(get_text(seen), "from the pod");
+    char *other = util_asprintf("%s/other", tview);
+    assert_null(fopen(other, "w"));
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(nunpublish(d, id, target), CSI_OK);
+    assert_int_equal(nunstage(d, id, staging), CSI_OK);
+    assert_int_equal(mounts_at(d, staging), 0);
+    assert_int_equal(nunstage(d, id, staging), CSI_OK);
+    /* The data stays in the volume. */
+    assert_string_equal(get_text(backing), "from the pod");
+    char *frees[] = {dev, id, staging, pod, target, written, seen, dir, backing, tview, other};
+    for (size_t i = 0; i < sizeof(frees) / sizeof(frees[0]); i++)
+        free(frees[i]);
+    dfree(d);
+}
+
+/* A block volume's target is its backing file, as large as the volume. */
+static void test_mount_flag_publishes_a_block_volume_as_its_backing_file(void **state)
+{
+    (void)state;
+    dproc *d = dstart_wrapped(FLAGS("--mount"), NULL, PRIVATE_NS);
+    char *id = new_block_volume(d, nm("blk"));
+    char *dev = NULL;
+    assert_int_equal(cpub_full(d, id, "node-1", true, SNW, false, &dev), CSI_OK);
+    char *staging = scratch("staging");
+    char *pod = scratch("pod");
+    assert_int_equal(mkdir(pod, 0750), 0);
+    char *target = util_asprintf("%s/dev", pod);
+    assert_int_equal(nstage_cap(d, id, staging, true, SNW, dev), CSI_OK);
+    assert_int_equal(mounts_at(d, staging), 0);
+    assert_int_equal(npublish_cap(d, id, staging, target, true, SNW, false), CSI_OK);
+    assert_int_equal(mounts_at(d, target), 1);
+    char *seen = in_driver(d, target);
+    int fd = open(seen, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "blocks", 6, 4096), 6);
+    close(fd);
+    char *dir = volume_dir(d, id);
+    char *backing = util_asprintf("%s/block", dir);
+    struct stat st;
+    assert_int_equal(stat(backing, &st), 0);
+    assert_int_equal(st.st_size, GIB);
+    char buf[8] = {0};
+    fd = open(backing, O_RDONLY);
+    assert_int_equal(pread(fd, buf, 6, 4096), 6);
+    close(fd);
+    assert_string_equal(buf, "blocks");
+    assert_int_equal(nunpublish(d, id, target), CSI_OK);
+    assert_int_equal(mounts_at(d, target), 0);
+    assert_int_equal(nunstage(d, id, staging), CSI_OK);
+    char *frees[] = {id, dev, staging, pod, target, seen, dir, backing};
+    for (size_t i = 0; i < sizeof(frees) / sizeof(frees[0]); i++)
+        free(frees[i]);
+    dfree(d);
+}
+
+/* Without the privilege to mount, NodeStage says which one is missing and
+ * records nothing. */
+static void test_mount_flag_without_cap_sys_admin_is_a_clear_error(void **state)
+{
+    (void)state;
+    static const char *const no_admin[] = {"/usr/bin/unshare",
+                                           "--mount",
+                                           "--propagation",
+                                           "private",
+                                           "/usr/bin/setpriv",
+                                           "--inh-caps=-sys_admin",
+                                           "--bounding-set=-sys_admin",
+                                           NULL};
+    dproc *d = dstart_wrapped(FLAGS("--mount"), NULL, no_admin);
+    char *dev = NULL;
+    char *id = attached_volume(d, &dev);
+    char *staging = scratch("staging");
+    capb cb;
+    ctxb ctx;
+    Csi__V1__NodeStageVolumeRequest req = CSI__V1__NODE_STAGE_VOLUME_REQUEST__INIT;
+    req.volume_id = id;
+    req.staging_target_path = staging;
+    req.volume_capability = capb_init(&cb, false, SNW);
+    csi__v1__node_stage_volume_request__publish_context_entry__init(&ctx.e);
+    ctx.e.key = "devicePath";
+    ctx.e.value = dev;
+    ctx.ep = &ctx.e;
+    req.n_publish_context = 1;
+    req.publish_context = &ctx.ep;
+    csi_status st = {0};
+    ProtobufCMessage *out = NULL;
+    assert_int_not_equal(csi_call(d->c, NODE "NodeStageVolume", &req.base,
+                                  &csi__v1__node_stage_volume_response__descriptor, TMO, &out, &st),
+                         0);
+    assert_int_equal(st.code, CSI_INTERNAL);
+    if (!strstr(st.message, "needs CAP_SYS_ADMIN"))
+        fail_msg("message: %s", st.message);
+    assert_int_equal(mounts_at(d, staging), 0);
+    /* Nothing was recorded: the volume is not staged there. */
+    char *target = scratch("target");
+    assert_int_equal(npublish(d, id, staging, target, SNW, false), CSI_FAILED_PRECONDITION);
+    assert_int_equal(nunstage(d, id, staging), CSI_OK);
+    free(target);
+    free(id);
+    free(dev);
+    free(staging);
+    dfree(d);
+}
+
 static void test_node_stage_publish_unpublish_unstage_round_trip(void **state)
 {
     (void)state;
@@ -2606,6 +2903,10 @@ int main(void)
         cmocka_unit_test(test_list_snapshots_invalid_token_is_aborted),
         cmocka_unit_test(test_node_get_info_and_capabilities),
         cmocka_unit_test(test_node_stage_publish_unpublish_unstage_round_trip),
+        cmocka_unit_test(test_snapshot_restore_and_clone_carry_the_data),
+        cmocka_unit_test(test_mount_flag_bind_mounts_the_volume_where_the_co_asks),
+        cmocka_unit_test(test_mount_flag_publishes_a_block_volume_as_its_backing_file),
+        cmocka_unit_test(test_mount_flag_without_cap_sys_admin_is_a_clear_error),
         cmocka_unit_test(test_node_get_volume_stats_reports_usage_where_the_volume_is),
         cmocka_unit_test(test_node_get_volume_stats_at_another_path_is_not_found),
         cmocka_unit_test(test_controller_unpublish_while_staged_is_failed_precondition),
