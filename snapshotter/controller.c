@@ -38,7 +38,7 @@ static const kube_resource SNAP_CLASS = {"snapshot.storage.k8s.io", "v1",  "volu
                                          "VolumeSnapshotClass",     false, CLASS_FIELDS};
 
 struct written {
-    char *json;
+    char *json; /* NULL: written, but the answer could not be read ("blind") */
     char *rv;
 };
 
@@ -80,15 +80,58 @@ static void remember(snap_ctrl *c, const json_object *obj)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* The cached copy, or what we wrote when that is newer. */
-static json_object *current(snap_ctrl *c, const char *name)
+/* A write of `name` took effect with an unusable answer, or failed in a
+ * way that does not say it did not take effect: until a GET shows the
+ * content again, neither the cache nor our last answer is to be trusted (a
+ * sync deciding on either could end the work as done while the server
+ * holds what that write made). */
+static void remember_blind(snap_ctrl *c, const char *name)
+{
+    if (!name)
+        return;
+    struct written *w = util_calloc(1, sizeof(*w));
+    w->rv = util_strdup("");
+    pthread_mutex_lock(&c->mu);
+    lh_table_delete(c->written, name);
+    lh_table_insert(c->written, util_strdup(name), w);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static bool is_blind(snap_ctrl *c, const char *name)
+{
+    pthread_mutex_lock(&c->mu);
+    const struct written *w = NULL;
+    bool r = lh_table_lookup_ex(c->written, name, (void **)&w) && w && !w->json;
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+static int refetch(snap_ctrl *c, json_object **obj);
+
+/*
+ * The content to sync from: the cached copy, or what we wrote when that is
+ * newer, or after a blind write a fresh GET. 0 with *out (NULL: deleted,
+ * or no longer ours); < 0 when the GET failed (retry).
+ */
+static int current(snap_ctrl *c, const char *name, json_object **out)
 {
     json_object *cached = kube_informer_get(c->contents, NULL, name);
+    *out = NULL;
+    if (cached && is_blind(c, name)) {
+        int rc = refetch(c, &cached);
+        if (rc < 0) {
+            json_object_put(cached);
+            return rc;
+        }
+        remember(c, cached);
+        *out = cached;
+        return 0;
+    }
     pthread_mutex_lock(&c->mu);
     struct lh_entry *e = lh_table_lookup_entry(c->written, name);
     if (e) {
         const struct written *w = lh_entry_v(e);
-        if (cached && kobj_rv_cmp(w->rv, kobj_rv(cached)) > 0) {
+        if (cached && w->json && kobj_rv_cmp(w->rv, kobj_rv(cached)) > 0) {
             json_object *o = kobj_parse_text(w->json, strlen(w->json));
             if (o) {
                 json_object_put(cached);
@@ -100,7 +143,8 @@ static json_object *current(snap_ctrl *c, const char *name)
         }
     }
     pthread_mutex_unlock(&c->mu);
-    return cached;
+    *out = cached;
+    return 0;
 }
 
 /* ---- API ------------------------------------------------------------------------------------ */
@@ -133,7 +177,11 @@ static int patch(snap_ctrl *c, json_object **obj, bool status, enum kube_patch_t
     } else if (rc == 0) {
         obs_v(2, "PATCH %s: the answer is not used: %s", path,
               r.body ? util_err_last() : "no body");
+        remember_blind(c, kobj_name(*obj));
     } else if (rc < 0) {
+        /* A write that failed may still have taken effect (an answer lost
+         * or unreadable, an error told after the write): read it back. */
+        remember_blind(c, kobj_name(*obj));
         if (conflict)
             *conflict = kube_is_conflict(&r) || r.code == 422;
         rc = util_err_set(rc, "snapshot controller failed to update %s on API server: %s: %s",
@@ -497,17 +545,28 @@ static int delete_snapshot(snap_ctrl *c, json_object **obj, const snap_content *
 
 static int sync_content(snap_ctrl *c, const char *name)
 {
-    json_object *obj = current(c, name);
+    json_object *obj = NULL;
+    int rc = current(c, name, &obj);
+    if (rc < 0) {
+        obs_error("VolumeSnapshotContent %s: %s", name, util_err_last());
+        return rc;
+    }
     if (!obj) {
         wq_forget(c->q, name);
         return 0; /* deleted, or no longer ours */
     }
     snap_content d;
-    int rc = snap_content_decode(obj, &d);
+    rc = snap_content_decode(obj, &d);
     if (rc < 0) {
+        /* The informer takes no such copy, so it was a write's answer:
+         * forgotten, and the key retried (its next sync reads the cache; a
+         * status write wakes no update of its own to retry it). */
         obs_error("VolumeSnapshotContent %s cannot be read: %s", name, util_err_last());
+        pthread_mutex_lock(&c->mu);
+        lh_table_delete(c->written, name);
+        pthread_mutex_unlock(&c->mu);
         json_object_put(obj);
-        return 0;
+        return rc;
     }
     json_object *cls = d.class_name ? kube_informer_get(c->classes, NULL, d.class_name) : NULL;
     bool ours = snap_content_is_ours(&c->cfg, &d, cls);

@@ -341,6 +341,7 @@ expect "the node's registration is in place (annotation and CSINode entry)" 45 r
 all() { local f=$1 c; shift; for c in "$@"; do "$f" "$c" || return 1; done; }
 expect "the claims made after the lies stopped are Bound" 45 all bound "${FINAL[@]}"
 expect "their VolumeAttachments are attached" 45 all attached "${FINAL[@]}"
+[ -n "${HOSTILE_LOGS:-}" ] && api /apis/storage.k8s.io/v1/volumeattachments >"$WORK/storage-vas.json"
 
 # Resizes and snapshots: what the load generator left (its record) against
 # kube-lite's claims, PVs and contents and the driver's snapshots.
@@ -525,9 +526,9 @@ expect "the driver holds exactly the grants of the accesses granted (ba-<access 
 for n in "${SIDECARS[@]}"; do
   if alive "$n"; then ok "$n is still alive"; else bad "$n is still alive" "$(tail -n 30 "$WORK/$n.log")"; fi
 done
-# For a post-mortem (HOSTILE_LOGS): the COSI binaries' metrics as they end (queues, driver calls).
+# For a post-mortem (HOSTILE_LOGS): every sidecar's metrics as it ends (queues, driver calls).
 if [ -n "${HOSTILE_LOGS:-}" ]; then
-  for n in ctrl sc; do curl -s --max-time 10 "http://127.0.0.1:${PORT[$n]}/metrics" >"$WORK/$n-metrics.log"; done
+  for n in prov att rsz snap ctrl sc; do curl -s --max-time 10 "http://127.0.0.1:${PORT[$n]}/metrics" >"$WORK/$n-metrics.log"; done
 fi
 
 # ---- stop: every sidecar exits 0 on SIGTERM, no sanitizer report anywhere ---------------------------

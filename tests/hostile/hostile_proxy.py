@@ -33,6 +33,16 @@ with (seed, method, path, how many times this method+path was seen), so the
 n-th GET of a path meets the same fate in a replay with the same seed even
 though threads interleave differently. The seed is printed at start.
 
+Scripted lies (--script): a JSON list of rules {"method", "path" (a regex
+searched in the URL path), "nth" (1: the first matching request), "do":
+"refuse" (a 409 Conflict before kube-lite sees the request), "fail-after"
+(a 500 once kube-lite made the write) or "wrongtype"
+with "at" (a dotted path of the answer, set to a number)}; a rule of method
+"WATCH" is about watch events instead: "match" is a text the event's line
+holds, and "wrongtype" changes that event. Each rule fires
+once, on its nth match, whatever --scale says; with --scale 0 the proxy tells
+only these lies, so a test can replay one sequence of them exactly.
+
 Signals: SIGUSR1 switches to pass-through for good (stalls end at once, every
 open watch is ended as a restarting API server would, and the counts of what
 was done are printed); SIGTERM/SIGINT print the counts and exit 0.
@@ -87,8 +97,9 @@ def log(msg):
 class State:
     """What every handler thread shares: configuration, mode, counts."""
 
-    def __init__(self, upstream, seed, probs, spare):
+    def __init__(self, upstream, seed, probs, spare, script=()):
         self.upstream = upstream  # (host, port)
+        self.script = [dict(r, seen=0, compiled=re.compile(r["path"])) for r in script]
         self.spare = spare  # compiled regex of paths never corrupted, or None
         self.seed = seed
         self.probs = probs
@@ -100,6 +111,16 @@ class State:
         self.by_agent = collections.Counter()  # client (User-Agent up to '/') -> mutations
         self.requests = 0
         self.streams = set()  # upstream sockets of open watches
+
+    def scripted(self, method, path, line=""):
+        """The script's rule for this request (or watch event line), if one fires now."""
+        with self.lock:
+            for r in self.script:
+                if r["method"] == method and r["compiled"].search(path) and r.get("match", "") in line:
+                    r["seen"] += 1
+                    if r["seen"] == r.get("nth", 1):
+                        return r
+        return None
 
     def rng_for(self, method, path):
         with self.lock:
@@ -406,6 +427,17 @@ def mutate_doc(body, kind, rng, interesting, extra=()):
     return None
 
 
+def wrong_type_at(raw, at):
+    """The JSON text raw with the value at the dotted path `at` replaced by a number (a scripted lie)."""
+    doc = json.loads(raw)
+    *parents, last = at.split(".")
+    node = doc
+    for k in parents:
+        node = node[k]
+    node[last] = 12345
+    return json.dumps(doc).encode()
+
+
 def bad_event(rng):
     """A watch event the decoder must refuse without harm."""
     choice = rng.randrange(8)
@@ -446,6 +478,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "hostile-proxy"
     st = None  # State, set in main
+    rule = None  # the script's rule for the request at hand
 
     def log_message(self, *args):
         pass
@@ -492,6 +525,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         log("stall %.1fs: %s %s (%s)" % (secs, self.command, self.path, what))
         self.st.passthrough.wait(secs)
 
+    def send_status(self, code, reason, message):
+        """A Status answer of the API's shape."""
+        body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code}).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def send_error_answer(self, rng, when):
         code = rng.choice([500, 503, 429, 429, 409])
         reason = {500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests", 409: "Conflict"}[code]
@@ -524,6 +566,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         hostile = not st.passthrough.is_set() and not (st.spare and st.spare.search(url.path))
+        self.rule = st.scripted(self.command, url.path) if not watching else None
+        if self.rule and self.rule["do"] == "refuse":
+            self.send_status(409, "Conflict", "hostile-proxy says no (scripted)")
+            self.note("scripted")
+            log("scripted 409 (not forwarded): %s %s" % (self.command, self.path))
+            return
 
         if hostile and rng.random() < st.probs["error"] and rng.random() < 0.5:
             # Refused before kube-lite saw it.
@@ -565,6 +613,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         """A whole answer: read, maybe corrupted, sent with a Content-Length."""
         st = self.st
         raw = resp.read()
+        if self.rule and self.rule["do"] == "fail-after":
+            self.send_status(500, "InternalError", "hostile-proxy says no (scripted, after the write)")
+            self.note("scripted")
+            log("scripted 500 (after the write): %s %s" % (self.command, self.path))
+            return
+        if self.rule and self.rule["do"] == "wrongtype":
+            raw = wrong_type_at(raw, self.rule["at"])
+            self.note("scripted")
+            log("scripted wrong type at %s: %s %s -> %d" % (self.rule["at"], self.command, self.path, resp.status))
+            hostile = False
         if hostile and rng.random() < st.probs["error"]:
             self.send_error_answer(rng, "after the write" if self.command != "GET" else "instead of the answer")
             return
@@ -644,6 +702,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         """Sends one event (maybe corrupted); False once the stream is over."""
         st = self.st
         probs = st.probs
+        rule = st.scripted("WATCH", urllib.parse.urlsplit(self.path).path, line.decode("utf-8", "replace"))
+        if rule:
+            self.note("scripted")
+            log("scripted event with a wrong type at %s: %s" % (rule["at"], self.path))
+            self.chunk(wrong_type_at(line, rule["at"]) + b"\n")
+            return True
         if not hostile:
             self.chunk(line)
             return True
@@ -717,6 +781,7 @@ def main():
     ap.add_argument("--probs", default="", help="JSON object overriding probabilities of " + ",".join(DEFAULTS))
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every probability")
     ap.add_argument("--spare", default="", help="regex of paths passed through untouched (to narrow a replay down)")
+    ap.add_argument("--script", default="", help="JSON list of scripted lies (see the module's help)")
     a = ap.parse_args()
 
     up = urllib.parse.urlsplit(a.upstream)
@@ -731,7 +796,11 @@ def main():
         probs.update(extra)
     probs = {k: v * a.scale for k, v in probs.items()}
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
-    st = State((up.hostname, up.port or 80), seed, probs, re.compile(a.spare) if a.spare else None)
+    script = json.loads(a.script) if a.script else []
+    for r in script:
+        if r.get("do") not in ("refuse", "fail-after", "wrongtype") or "method" not in r or "path" not in r or (r["do"] == "wrongtype" and "at" not in r):
+            ap.error("--script: a rule needs method, path and do (refuse, fail-after, or wrongtype with at): %r" % (r,))
+    st = State((up.hostname, up.port or 80), seed, probs, re.compile(a.spare) if a.spare else None, script)
     Handler.st = st
 
     host, _, port = a.listen.rpartition(":")

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Replays, deterministically, sequences of lies the hostile test found with a
+# random seed: kube-lite (plain HTTP on loopback) behind
+# tests/hostile/hostile_proxy.py with --scale 0 and a --script, so the proxy
+# tells exactly the lies listed and nothing else, and the sidecar under test
+# must converge once they are told.
+#
+#   tests/e2e/test_scripted_lies.sh <build-dir>
+#
+# csi-snapshotter (hostile seed 1251649813): after CreateSnapshot and the
+# content's status write, the removal of the being-created annotation is
+# refused with a 409; the error status written then (readyToUse false, as
+# upstream's) takes effect but its answer is garbled (a snapshotHandle of the
+# wrong type). The watch event of the sidecar's first write (the annotation)
+# is garbled as well: the informer refuses it and lists again 0.8 s later,
+# so no event of the sync's own writes queues the content again and the next
+# sync is the failure's retry. Before the fix that sync decided on our last
+# usable answer (readyToUse true), dropped the annotation and ended the work
+# as done; the relist's readyToUse false woke no sync: the content stayed
+# readyToUse false for good. Hostile seed 664144540: the same with the
+# error write's answer undecodable, which the client reports as an error
+# although the write took effect; scenario lies2 tells it as a 500 after the
+# write.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=${1:-${CSI_BUILD_DIR:-build}}
+[ -d "$B" ] || B="$ROOT/$B"
+B=$(cd "$B" && pwd)
+KL="$B/bin/kube-lite"
+DRV="$B/bin/example-csi-driver"
+SNAP="$B/bin/csi-snapshotter"
+CSI_CALL="$B/tests/e2e/csi_call"
+PROXY="$ROOT/tests/hostile/hostile_proxy.py"
+WORK=$(mktemp -d)
+EXPECT_LAST="$WORK/last"
+DRIVER=lies.csi.example.com
+VSC=/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents
+# shellcheck source=tests/e2e/lib.sh
+. "$ROOT/tests/e2e/lib.sh"
+trap cleanup EXIT
+
+for tool in python3 curl; do
+  command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; finish; }
+done
+for bin in "$KL" "$DRV" "$SNAP" "$CSI_CALL"; do
+  [ -x "$bin" ] || { bad "$(basename "$bin") is built (make tests)"; finish; }
+done
+
+start kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubeconfig"
+kl_http_up() { grep -q 'serving on http://' "$WORK/kube-lite.log" || ! alive kube-lite; }
+if ! wait_for 20 kl_http_up || ! alive kube-lite; then
+  bad "kube-lite starts" "$(cat "$WORK/kube-lite.log")"
+  finish
+fi
+SERVER=$(sed -n 's/^kube-lite: serving on //p' "$WORK/kube-lite.log")
+# api PATH / post PATH JSON: straight to kube-lite, never through the proxy
+api() { curl -s --max-time 10 "$SERVER$1"; }
+post() { curl -s --max-time 10 -H 'Content-Type: application/json' -X POST --data "$2" "$SERVER$1" >/dev/null; }
+
+# proxy NAME SCRIPT: a proxy telling only the lies of SCRIPT; its URL in $PROXY_URL
+proxy() {
+  start "$1" python3 "$PROXY" --upstream "$SERVER" --seed 1 --scale 0 --script "$2"
+  local up="grep -q 'serving on http://' '$WORK/$1.log'"
+  if ! wait_for 20 sh -c "$up" || ! alive "$1"; then
+    bad "the proxy $1 starts" "$(cat "$WORK/$1.log")"
+    finish
+  fi
+  PROXY_URL=$(sed -n 's/^hostile-proxy: serving on //p' "$WORK/$1.log")
+  sed "s#server: .*#server: $PROXY_URL#" "$WORK/admin.kubeconfig" >"$WORK/$1.kubeconfig"
+}
+
+mkdir -p "$WORK/drv/state"
+SOCK="$WORK/drv/csi.sock"
+start drv "$DRV" --endpoint "unix://$SOCK" --state-dir "$WORK/drv/state" --drivername "$DRIVER" --nodeid node-1
+wait_for 20 test -S "$SOCK" || { bad "the example driver starts" "$(cat "$WORK/drv.log")"; finish; }
+
+# ---- csi-snapshotter: a blind status write, a refused annotation removal, a blind error write ----
+
+post /apis/snapshot.storage.k8s.io/v1/volumesnapshotclasses '{"apiVersion":"snapshot.storage.k8s.io/v1","kind":"VolumeSnapshotClass","metadata":{"name":"lies"},"driver":"'$DRIVER'","deletionPolicy":"Delete"}'
+VOL=$("$CSI_CALL" "unix://$SOCK" create-volume lies-vol 2>&1)
+contains "the driver has a volume to snapshot" "vol-" "$VOL"
+# scenario NAME ERROR-WRITE-LIE: the lies above on content snapcontent-NAME,
+# the error status write meeting ERROR-WRITE-LIE
+scenario() {
+  local n=$1 how=$2 C=$VSC/snapcontent-$1
+  local err='{"method": "PATCH", "path": "'$C'/status$", "nth": 2, "do": "wrongtype", "at": "status.snapshotHandle"}'
+  [ "$how" = fail-after ] && err='{"method": "PATCH", "path": "'$C'/status$", "nth": 2, "do": "fail-after"}'
+  proxy "proxy-$n" '[
+    {"method": "PATCH", "path": "'$C'$", "nth": 2, "do": "refuse"}, '"$err"',
+    {"method": "WATCH", "path": "volumesnapshotcontents$", "match": "volumesnapshot-being-created", "do": "wrongtype", "at": "object.spec.driver"}]'
+  start "snap-$n" "$SNAP" --csi-address "$SOCK" --kubeconfig "$WORK/proxy-$n.kubeconfig" \
+    --retry-interval-start=100ms --retry-interval-max=2s -v=5
+  snap_started() { grep -qs 'Starting CSI snapshotter' "$WORK/snap-$n.log" || ! alive "snap-$n"; }
+  if wait_for 30 snap_started && alive "snap-$n"; then ok "$n: csi-snapshotter starts behind the scripted proxy"; else bad "$n: csi-snapshotter starts" "$(tail -n 20 "$WORK/snap-$n.log")"; fi
+  post "$VSC" '{"apiVersion":"snapshot.storage.k8s.io/v1","kind":"VolumeSnapshotContent","metadata":{"name":"snapcontent-'"$n"'"},"spec":{"driver":"'$DRIVER'","deletionPolicy":"Delete","volumeSnapshotClassName":"lies","source":{"volumeHandle":"'"$VOL"'"},"volumeSnapshotRef":{"kind":"VolumeSnapshot","apiVersion":"snapshot.storage.k8s.io/v1","name":"vs-'"$n"'","namespace":"default","uid":"11111111-2222-3333-4444-'"$3"'"}}}'
+  told() { [ "$(grep -c 'scripted' "$WORK/proxy-$n.log")" -ge "$1" ]; }
+  expect "$n: the proxy told all three lies" 30 told 3
+  state() {
+    api "$C" | python3 -c '
+import json, sys
+o = json.load(sys.stdin)
+st = o.get("status", {})
+ann = o["metadata"].get("annotations", {})
+print(st.get("readyToUse"), bool(st.get("snapshotHandle")), "snapshot.storage.kubernetes.io/volumesnapshot-being-created" in ann)' >"$EXPECT_LAST" 2>&1
+    [ "$(cat "$EXPECT_LAST")" = "True True False" ]
+  }
+  expect "$n: the content ends readyToUse with its handle and without the being-created annotation" 30 state
+  stop "snap-$n"
+  check "$n: csi-snapshotter exits 0 on SIGTERM" "0" "${RC[snap-$n]}"
+}
+scenario lies wrongtype 555555555555
+contains "lies: the sidecar saw that the error write's answer was unusable" "the answer is not used" "$(cat "$WORK/snap-lies.log")"
+# The same with the error write answered 500 although it took effect.
+scenario lies2 fail-after 666666666666
+
+finish
