@@ -962,11 +962,14 @@ drv_snapshots_are() { [ "$(drv controller '[.snapshots[] | "\(.source_volume_id)
 drv_restored() {
   [ "$(drv controller '(.snapshots[0].id // "-") as $s | [.volumes[] | select(.source.type == "snapshot" and .source.id == $s)] | length')" = 1 ]
 }
+# or_dash TEXT: TEXT, or a dash when it is empty
+or_dash() { if [ -n "$1" ]; then printf '%s' "$1"; else printf '—'; fi; }
 snapshot_phases() {
   local r c
   r=$(K get volumesnapshot demo-snapshot -n "$NS" -o jsonpath='{.status.readyToUse} {.status.restoreSize}' 2>/dev/null || true)
   c=$(K get volumesnapshotcontents -o jsonpath='{range .items[*]}{.metadata.name}{end}' 2>/dev/null || true)
-  echo "volumesnapshot ${r:+ready=${r% *} size=${r#* }}${r:-—} · content ${c:-—} · driver $(drv controller '.snapshots | length') snapshot(s)"
+  [ "$r" = " " ] && r=""
+  echo "volumesnapshot $(or_dash "${r:+ready=${r% *} size=${r#* }}") · content ${c:-—} · driver $(drv controller '.snapshots | length') snapshot(s)"
 }
 cosi_buckets_are() { [ "$(drv cosi '.buckets | length')" = "$1" ]; }
 cosi_grants_are() { [ "$(drv cosi '[.buckets[].grants[]] | length')" = "$1" ]; }
@@ -976,7 +979,7 @@ cosi_phases() {
   c=$(K get bucketclaim example-bucket -n "$NS" -o jsonpath='{.status.bucketReady}' 2>/dev/null || true)
   b=$(K get buckets -o jsonpath='{range .items[*]}{.metadata.name}{" ready="}{.status.bucketReady}{end}' 2>/dev/null || true)
   a=$(K get bucketaccess example-access -n "$NS" -o jsonpath='{.status.accessGranted}' 2>/dev/null || true)
-  echo "bucketclaim ${c:+ready=$c}${c:-—} · bucket ${b:-—} · access ${a:+granted=$a}${a:-—} · driver $(drv cosi '.buckets | length') bucket(s), $(drv cosi '[.buckets[].grants[]] | length') grant(s)"
+  echo "bucketclaim $(or_dash "${c:+ready=$c}") · bucket ${b:-—} · access $(or_dash "${a:+granted=$a}") · driver $(drv cosi '.buckets | length') bucket(s), $(drv cosi '[.buckets[].grants[]] | length') grant(s)"
 }
 # phases: one line with the scenario objects' state (from the last snapshot)
 phases() {

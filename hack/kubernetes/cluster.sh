@@ -57,7 +57,24 @@ pid_of() {
   echo "$pid"
 }
 
-# down: SIGTERM to every process at once, SIGKILL to what is left after 10 s
+# running PID: the process exists and is not a zombie (one that has exited
+# but was not reaped yet, which kill -0 still finds)
+running() {
+  local st
+  st=$(sed -n 's/^.*) \(.\) .*/\1/p' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
+# any_running PID...: one of them still runs
+any_running() {
+  local pid
+  for pid in "$@"; do running "$pid" && return 0; done
+  return 1
+}
+
+# down: SIGTERM to every process at once, SIGKILL to what is left after 10 s,
+# and back only once none runs (a loaded machine takes a while to tear down
+# a SIGKILLed kube-apiserver; the demo's test found one still there)
 down() {
   local n pid i pids=()
   for n in "${NAMES[@]}"; do
@@ -68,11 +85,14 @@ down() {
     fi
   done
   for ((i = 0; i < 100; i++)); do
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && break; done
-    kill -0 "${pid:-0}" 2>/dev/null || break
+    any_running "${pids[@]}" || break
     sleep 0.1
   done
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do running "$pid" && kill -KILL "$pid" 2>/dev/null; done
+  for ((i = 0; i < 300; i++)); do
+    any_running "${pids[@]}" || break
+    sleep 0.1
+  done
   if [ -s "$DIR/run/etcd-data" ]; then
     rm -rf "$(cat "$DIR/run/etcd-data")"
   fi

@@ -6,6 +6,10 @@
 
 passed=0
 failed=0
+# A script stopped by a signal (a runner's timeout, ^C) still runs its EXIT
+# trap, which stops what it started: untrapped, bash would die without it.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 declare -A PID=() # process name -> pid
 declare -A RC=()  # process name -> exit status once stopped
