@@ -193,14 +193,20 @@ static int patch(snap_ctrl *c, json_object **obj, bool status, enum kube_patch_t
     return rc;
 }
 
-/* A fresh copy from the API server replaces *obj. */
+/* A fresh copy from the API server replaces *obj: only a well-formed
+ * content of that name, checked as the informer checks what it caches (a
+ * garbled answer taken here decided the sync once, for good: hostile seed
+ * 2072689225, whose annotations of the wrong type hid the being-deleted
+ * one, and the deleting content kept its finalizer). */
 static int refetch(snap_ctrl *c, json_object **obj)
 {
-    char *path = kube_path(&KUBE_VOLUMESNAPSHOTCONTENT, NULL, kobj_name(*obj), NULL);
+    const char *name = kobj_name(*obj);
+    char *path = kube_path(&KUBE_VOLUMESNAPSHOTCONTENT, NULL, name, NULL);
     kube_resp r = {0};
     int rc = kube_get(c->o.kube, path, &r);
     free(path);
-    if (rc == 0 && r.body && snap_content_decode(r.body, &(snap_content){0}) == 0) {
+    if (rc == 0 && r.body && kube_object_check(&KUBE_VOLUMESNAPSHOTCONTENT, r.body, name) == 0 &&
+        snap_content_decode(r.body, &(snap_content){0}) == 0) {
         json_object_put(*obj);
         *obj = json_object_get(r.body);
     } else if (rc == 0) {

@@ -21,6 +21,14 @@
 # error write's answer undecodable, which the client reports as an error
 # although the write took effect; scenario lies2 tells it as a 500 after the
 # write.
+#
+# Hostile seed 2072689225 (scenario lies3): a write of a deleting content
+# fails (the clear-status write after DeleteSnapshot, refused with a 409
+# here), so the next sync reads the content back; that GET's answer has
+# annotations of the wrong type. Before the fix the read-back took it: the
+# being-deleted annotation was hidden, the sync found a ready content with
+# nothing to do and ended as done, and the content kept its status and its
+# finalizer for good (nothing changed on the server to wake a sync).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -113,5 +121,41 @@ scenario lies wrongtype 555555555555
 contains "lies: the sidecar saw that the error write's answer was unusable" "the answer is not used" "$(cat "$WORK/snap-lies.log")"
 # The same with the error write answered 500 although it took effect.
 scenario lies2 fail-after 666666666666
+
+# ---- csi-snapshotter: a deletion's blind write, then a garbled read-back --------------------------
+
+n=lies3 C=$VSC/snapcontent-lies3
+# The finalizer a bound content carries; the sidecar removes it once the
+# snapshot is deleted and the status cleared.
+BOUND=snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection
+proxy "proxy-$n" '[
+  {"method": "PATCH", "path": "'$C'/status$", "nth": 2, "do": "refuse"},
+  {"method": "GET", "path": "'$C'$", "nth": 1, "do": "wrongtype", "at": "metadata.annotations"}]'
+start "snap-$n" "$SNAP" --csi-address "$SOCK" --kubeconfig "$WORK/proxy-$n.kubeconfig" \
+  --retry-interval-start=100ms --retry-interval-max=2s -v=5
+if wait_for 30 snap_started && alive "snap-$n"; then ok "$n: csi-snapshotter starts behind the scripted proxy"; else bad "$n: csi-snapshotter starts" "$(tail -n 20 "$WORK/snap-$n.log")"; fi
+post "$VSC" '{"apiVersion":"snapshot.storage.k8s.io/v1","kind":"VolumeSnapshotContent","metadata":{"name":"snapcontent-'"$n"'","finalizers":["'"$BOUND"'"]},"spec":{"driver":"'$DRIVER'","deletionPolicy":"Delete","volumeSnapshotClassName":"lies","source":{"volumeHandle":"'"$VOL"'"},"volumeSnapshotRef":{"kind":"VolumeSnapshot","apiVersion":"snapshot.storage.k8s.io/v1","name":"vs-'"$n"'","namespace":"default","uid":"11111111-2222-3333-4444-777777777777"}}}'
+ready3() {
+  api "$C" | python3 -c '
+import json, sys
+o = json.load(sys.stdin)
+st = o.get("status", {})
+print(st.get("readyToUse"), st.get("snapshotHandle", ""), "snapshot.storage.kubernetes.io/volumesnapshot-being-created" in o["metadata"].get("annotations", {}))' >"$EXPECT_LAST" 2>&1
+  [[ "$(cat "$EXPECT_LAST")" == "True snap-"*" False" ]]
+}
+expect "$n: the content is made ready first (no lie told yet)" 30 ready3
+SNAP_ID=$(cut -d' ' -f2 "$EXPECT_LAST")
+# As the snapshot-controller deletes a content: the being-deleted annotation, then the delete.
+curl -s --max-time 10 -H 'Content-Type: application/merge-patch+json' -X PATCH --data \
+  '{"metadata":{"annotations":{"snapshot.storage.kubernetes.io/volumesnapshot-being-deleted":"yes"}}}' "$SERVER$C" >/dev/null
+curl -s --max-time 10 -X DELETE "$SERVER$C" >/dev/null
+expect "$n: the proxy told both lies" 30 told 2
+gone3() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$SERVER$C")" = 404 ]; }
+expect "$n: the deleting content is gone (status cleared, finalizer removed)" 30 gone3
+check "$n: the driver no longer holds its snapshot $SNAP_ID (DeleteSnapshot)" "False" \
+  "$(drv_eval "$WORK/drv" "str('$SNAP_ID' in snapbyid)")"
+contains "$n: the sidecar refused the garbled read-back" "error get snapshot content from api server" "$(cat "$WORK/snap-$n.log")"
+stop "snap-$n"
+check "$n: csi-snapshotter exits 0 on SIGTERM" "0" "${RC[snap-$n]}"
 
 finish
