@@ -102,12 +102,6 @@ APP_DIRS  := $(foreach d,provisioner resizer snapshotter attacher registrar live
 bin_name   = $(if $(filter hack/example-driver,$(1)),example-csi-driver,$(if $(filter cosi/%,$(1)),objectstorage-$(notdir $(1)),$(if $(filter registrar,$(1)),csi-node-driver-registrar,$(if $(filter livenessprobe,$(1)),livenessprobe,$(if $(filter hack/%,$(1)),$(notdir $(1)),csi-$(notdir $(1)))))))
 app_main   = $(shell grep -l '^int main' $(1)/*.c 2>/dev/null)
 app_lib    = $(B)/lib/lib$(subst /,-,$(1)).a
-# Another program's core a binary links (before the common library): the
-# resizer builds its volume capability with the attacher's rule (the
-# snapshotter takes its error and time texts). A folder
-# listed here comes before the one it uses in APP_DIRS, so that test
-# binaries, which link every program library in that order, resolve it.
-app_uses   = $(if $(filter resizer snapshotter,$(1)),$(call app_lib,attacher))
 # A folder gets a binary only once one of its files has main().
 BINS      := $(foreach d,$(APP_DIRS),$(if $(call app_main,$(d)),$(B)/bin/$(call bin_name,$(d))))
 APP_LIBS  := $(foreach d,$(APP_DIRS),$(call app_lib,$(d)))
@@ -119,7 +113,7 @@ $(call app_lib,$(1)): $(patsubst %.c,$(B)/obj/%.o,$(filter-out $(call app_main,$
 	$$(Q)rm -f $$@ && ar rcs $$@ $$^
 
 ifneq ($(call app_main,$(1)),)
-$(B)/bin/$(call bin_name,$(1)): $(patsubst %.c,$(B)/obj/%.o,$(call app_main,$(1))) $(call app_lib,$(1)) $(call app_uses,$(1)) $(LIB)
+$(B)/bin/$(call bin_name,$(1)): $(patsubst %.c,$(B)/obj/%.o,$(call app_main,$(1))) $(call app_lib,$(1)) $(LIB)
 	@mkdir -p $$(@D)
 	$$(call say,LD,$$@)
 	$$(Q)$$(CC) $$(LDFLAGS) $$^ $$(PKG_LIBS) -o $$@

@@ -119,17 +119,6 @@ int att_node_id(const char *driver, const char *node_name, const json_object *cs
 /* ---- CSI requests ------------------------------------------------------------------ */
 
 /*
- * The PV's whole access-mode list as one CSI access mode (upstream maps the
- * list, not each mode): RWOP alone -> SINGLE_NODE_SINGLE_WRITER (without
- * the SINGLE_NODE_MULTI_WRITER capability SINGLE_NODE_WRITER), RWX ->
- * MULTI_NODE_MULTI_WRITER, ROX -> MULTI_NODE_READER_ONLY, RWO ->
- * SINGLE_NODE_MULTI_WRITER (without the capability SINGLE_NODE_WRITER); ROX
- * with RWO, RWOP with others, or nothing known: -EINVAL.
- */
-int att_access_mode(const json_object *pv, bool snmw,
-                    Csi__V1__VolumeCapability__AccessMode__Mode *out);
-
-/*
  * ControllerPublishVolumeRequest for `pv` on `node_id`: volume_id =
  * spec.csi.volumeHandle, one capability (Block for volumeMode Block, else
  * Mount with fsType or the default and spec.mountOptions), readonly =
@@ -163,10 +152,6 @@ int att_unpublish_set_secrets(Csi__V1__ControllerUnpublishVolumeRequest *req,
  * character boundary with ATT_TRUNCATED_MARKER appended. Caller frees.
  */
 char *att_message_fit(const char *msg);
-/* The text upstream stores for a failed call: "rpc error: code = <Name> desc = <msg>". */
-char *att_csi_error_text(const csi_status *st);
-/* RFC 3339 in UTC ("2006-01-02T15:04:05Z"), as metav1.Time; buf >= 21 bytes. */
-void att_time_format(time_t t, char *buf, size_t len);
 
 /* Merge patches for the status subresource (caller frees). */
 char *att_status_attached(const Csi__V1__ControllerPublishVolumeResponse *resp);

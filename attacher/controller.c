@@ -437,7 +437,7 @@ static int attach(att_ctrl *c, const json_object *va)
     rc = csi_controller_publish_volume(c->o.csi, req, c->o.timeout, &resp, &st);
     att_request_free(&req->base);
     if (rc < 0) {
-        char *msg = att_csi_error_text(&st);
+        char *msg = csi_status_text(&st);
         obs_v(2, "attaching VolumeAttachment %s: %s", name, msg);
         save_error(c, name, true, msg, st.code);
         free(msg);
@@ -513,7 +513,7 @@ static int unpublish(att_ctrl *c, const json_object *va)
                  kobj_name(va), att_va_node(va));
         return 0;
     }
-    char *msg = att_csi_error_text(&st);
+    char *msg = csi_status_text(&st);
     rc = util_err_set(-EREMOTEIO, "%s", msg);
     free(msg);
     return rc;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kobj/kobj.h"
+#include "volcap/volcap.h"
 
 /* ---- names -------------------------------------------------------------------------- */
 
@@ -188,91 +189,6 @@ int att_node_id(const char *driver, const char *node_name, const json_object *cs
 
 /* ---- CSI requests ---------------------------------------------------------------- */
 
-int att_access_mode(const json_object *pv, bool snmw,
-                    Csi__V1__VolumeCapability__AccessMode__Mode *out)
-{
-    json_object *modes = kobj_path(pv, "spec.accessModes");
-    size_t n = kobj_len(modes);
-    bool rwop = false, rwx = false, rox = false, rwo = false, other = false;
-    for (size_t i = 0; i < n; i++) {
-        const char *m = kobj_str_at(modes, i);
-        if (!m)
-            m = "";
-        if (strcmp(m, "ReadWriteOncePod") == 0)
-            rwop = true;
-        else if (strcmp(m, "ReadWriteMany") == 0)
-            rwx = true;
-        else if (strcmp(m, "ReadOnlyMany") == 0)
-            rox = true;
-        else if (strcmp(m, "ReadWriteOnce") == 0)
-            rwo = true;
-        else
-            other = true;
-    }
-    *out = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__UNKNOWN;
-    if (rwop) {
-        if (rwx || rox || rwo || other)
-            return util_err_set(-EINVAL, "Kubernetes does not support use of ReadWriteOncePod "
-                                         "with other access modes on the same PersistentVolume");
-        *out = snmw ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER
-                    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
-        return 0;
-    }
-    if (rwx) {
-        *out = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER;
-        return 0;
-    }
-    if (rox && rwo)
-        return util_err_set(-EINVAL, "CSI does not support ReadOnlyMany and ReadWriteOnce on the "
-                                     "same PersistentVolume");
-    if (rox) {
-        *out = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
-        return 0;
-    }
-    if (rwo) {
-        *out = snmw ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER
-                    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
-        return 0;
-    }
-    return util_err_set(-EINVAL, "PersistentVolume %s: unsupported access modes",
-                        kobj_name(pv) ? kobj_name(pv) : "");
-}
-
-static Csi__V1__VolumeCapability *capability(const att_config *cfg, const json_object *pv,
-                                             Csi__V1__VolumeCapability__AccessMode__Mode mode)
-{
-    Csi__V1__VolumeCapability *cap = util_calloc(1, sizeof(*cap));
-    csi__v1__volume_capability__init(cap);
-    cap->access_mode = util_calloc(1, sizeof(*cap->access_mode));
-    csi__v1__volume_capability__access_mode__init(cap->access_mode);
-    cap->access_mode->mode = mode;
-    const char *vm = kobj_path_str(pv, "spec.volumeMode");
-    if (vm && strcmp(vm, "Block") == 0) {
-        cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
-        cap->block = util_calloc(1, sizeof(*cap->block));
-        csi__v1__volume_capability__block_volume__init(cap->block);
-        return cap;
-    }
-    cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
-    Csi__V1__VolumeCapability__MountVolume *mv = util_calloc(1, sizeof(*mv));
-    csi__v1__volume_capability__mount_volume__init(mv);
-    cap->mount = mv;
-    const char *fs = kobj_path_str(pv, "spec.csi.fsType");
-    if (!fs || !*fs)
-        fs = cfg->default_fstype;
-    if (fs && *fs)
-        mv->fs_type = util_strdup(fs);
-    json_object *opts = kobj_path(pv, "spec.mountOptions");
-    size_t n = kobj_len(opts);
-    mv->mount_flags = util_calloc(n ? n : 1, sizeof(char *));
-    for (size_t i = 0; i < n; i++) {
-        const char *o = kobj_str_at(opts, i);
-        if (o)
-            mv->mount_flags[mv->n_mount_flags++] = util_strdup(o);
-    }
-    return cap;
-}
-
 /* spec.csi and its volumeHandle, or -EINVAL naming the PV. */
 static int pv_handle(const json_object *pv, json_object **csi, const char **handle)
 {
@@ -296,15 +212,15 @@ int att_publish_request(const att_config *cfg, const json_object *pv, const char
     int r = pv_handle(pv, &csi, &handle);
     if (r < 0)
         return r;
-    Csi__V1__VolumeCapability__AccessMode__Mode mode;
-    r = att_access_mode(pv, cfg->single_node_multi_writer, &mode);
+    Csi__V1__VolumeCapability *cap = NULL;
+    r = volcap_of_pv(pv, cfg->single_node_multi_writer, cfg->default_fstype, &cap);
     if (r < 0)
         return r;
     Csi__V1__ControllerPublishVolumeRequest *req = util_calloc(1, sizeof(*req));
     csi__v1__controller_publish_volume_request__init(req);
     req->volume_id = util_strdup(handle);
     req->node_id = util_strdup(node_id ? node_id : "");
-    req->volume_capability = capability(cfg, pv, mode);
+    req->volume_capability = cap;
     req->readonly = cfg->publish_readonly && kobj_bool(csi, "readOnly", false);
     json_object *attrs = kobj_obj(csi, "volumeAttributes");
     if (attrs) {
@@ -491,18 +407,6 @@ char *att_message_fit(const char *msg)
     return clean;
 }
 
-char *att_csi_error_text(const csi_status *st)
-{
-    return util_asprintf("rpc error: code = %s desc = %s", csi_code_go_name(st->code), st->message);
-}
-
-void att_time_format(time_t t, char *buf, size_t len)
-{
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* ---- patches ---------------------------------------------------------------------- */
 
 static char *status_patch(json_object *status)
@@ -568,7 +472,7 @@ char *att_status_attached_plain(void)
 static char *error_patch(const char *field, const char *msg, int code, time_t now)
 {
     char when[32];
-    att_time_format(now, when, sizeof(when));
+    util_time_rfc3339(now, when, sizeof(when));
     char *fit = att_message_fit(msg);
     json_object *err = json_object_new_object();
     json_object_object_add(err, "message", json_object_new_string(fit));

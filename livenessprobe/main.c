@@ -55,9 +55,12 @@ static int start(app *a)
     /* The name is not known yet: upstream counts this call as unknown-driver. */
     lp_metrics_observe(&a->metrics, NULL, "/csi.v1.Identity/GetPluginInfo", st.code,
                        util_now_mono() - t0);
-    if (r < 0)
-        return util_err_set(r, "Failed to get CSI driver name: rpc error: code = %s desc = %s",
-                            csi_code_go_name(st.code), st.message);
+    if (r < 0) {
+        char *text = csi_status_text(&st);
+        r = util_err_set(r, "Failed to get CSI driver name: %s", text);
+        free(text);
+        return r;
+    }
     a->driver = util_strdup(info->name);
     csi__v1__get_plugin_info_response__free_unpacked(info, NULL);
     obs_info("CSI driver name: %s", a->driver);

@@ -381,8 +381,7 @@ static int provision(prov_ctrl *c, json_object *pvc, json_object *sc, const char
         c->o.volume_changed(c->o.volume_changed_ud, kobj_name(sc), NULL);
     if (rc < 0) {
         state = prov_classify(st.code, c->cfg.topology, prov_selected_node(pvc) != NULL);
-        char *msg =
-            util_asprintf("rpc error: code = %s desc = %s", csi_code_go_name(st.code), st.message);
+        char *msg = csi_status_text(&st);
         ctrl_event_failed(c, pvc, st.code, msg);
         obs_v(2, "CreateVolume for %s: %s (%s)", path, msg, prov_state_name(state));
         free(msg);

@@ -128,8 +128,9 @@ int ctrl_sync_volume(prov_ctrl *c, const char *name)
     rc = delete_volume(c, kobj_str(csi, "volumeHandle"), secret_data, &st);
     json_object_put(secret_data);
     if (rc < 0) {
-        kube_event(c->o.recorder, pv, "Warning", "VolumeFailedDelete",
-                   "rpc error: code = %s desc = %s", csi_code_go_name(st.code), st.message);
+        char *text = csi_status_text(&st);
+        kube_event(c->o.recorder, pv, "Warning", "VolumeFailedDelete", "%s", text);
+        free(text);
         obs_counter_add(c->delete_failed, sc_v, 1);
         goto out;
     }

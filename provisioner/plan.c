@@ -21,6 +21,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "volcap/volcap.h"
+
 /* ---- configuration ------------------------------------------------------- */
 
 void prov_config_set_caps(prov_config *cfg, const csi_caps *caps, bool gate_topology)
@@ -213,46 +215,9 @@ int prov_pvc_request_bytes(const json_object *pvc, int64_t *out)
 int prov_access_mode(const char *const *modes, size_t n, bool snmw,
                      Csi__V1__VolumeCapability__AccessMode__Mode *out)
 {
-    bool rwop = false, rwx = false, rox = false, rwo = false;
-    size_t distinct = 0;
-
-    *out = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__UNKNOWN;
-    for (size_t i = 0; i < n; i++) {
-        const char *m = modes[i] != NULL ? modes[i] : "";
-        bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = strcmp(modes[j] != NULL ? modes[j] : "", m) == 0;
-        if (!seen)
-            distinct++;
-        rwop = rwop || strcmp(m, "ReadWriteOncePod") == 0;
-        rwx = rwx || strcmp(m, "ReadWriteMany") == 0;
-        rox = rox || strcmp(m, "ReadOnlyMany") == 0;
-        rwo = rwo || strcmp(m, "ReadWriteOnce") == 0;
-    }
-    if (rwop) {
-        if (distinct > 1)
-            return util_err_set(-EINVAL, "Kubernetes does not support use of ReadWriteOncePod "
-                                         "with other access modes on the same PersistentVolume");
-        *out = snmw ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER
-                    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
-        return 0;
-    }
-    if (rwx) {
-        *out = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER;
-        return 0;
-    }
-    if (rox && rwo)
-        return util_err_set(-EINVAL, "CSI does not support ReadOnlyMany and ReadWriteOnce on the "
-                                     "same PersistentVolume");
-    if (rox) {
-        *out = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
-        return 0;
-    }
-    if (rwo) {
-        *out = snmw ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER
-                    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
-        return 0;
-    }
+    int rc = volcap_access_mode(modes, n, snmw, out);
+    if (rc != -ENOTSUP)
+        return rc;
     /* fmt's %+v of a []PersistentVolumeAccessMode: "[a b]". */
     plan_buf b = {0};
     plan_buf_add(&b, "unsupported AccessMode combination: [");

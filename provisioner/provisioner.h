@@ -187,10 +187,8 @@ int prov_pvc_request_bytes(const json_object *pvc, int64_t *out);
 
 /*
  * Maps a list of Kubernetes access modes to one CSI mode (csi-lib-utils
- * ToCSIAccessMode): RWOP alone -> SINGLE_NODE_SINGLE_WRITER (SNMW) or
- * SINGLE_NODE_WRITER; RWX wins over the rest; ROX -> MULTI_NODE_READER_ONLY;
- * RWO -> SINGLE_NODE_MULTI_WRITER (SNMW) or SINGLE_NODE_WRITER. RWOP with
- * others, ROX with RWO and anything else are -EINVAL.
+ * ToCSIAccessMode): volcap_access_mode's rule, with "unsupported
+ * AccessMode combination: [a b]" when no mode is known. All errors -EINVAL.
  */
 int prov_access_mode(const char *const *modes, size_t n, bool snmw,
                      Csi__V1__VolumeCapability__AccessMode__Mode *out);

@@ -39,7 +39,6 @@
 
 #include <json-c/linkhash.h>
 
-#include "attacher/attacher.h"
 #include "kobj/kobj.h"
 #include "modify.h"
 #include "resizer.h"
@@ -353,7 +352,7 @@ static int resize(rsz_ctrl *c, const json_object *pv, const rsz_plan *plan, stru
     rsz_request_free(req);
     if (rc < 0) {
         res->code = st.code;
-        res->err = att_csi_error_text(&st);
+        res->err = csi_status_text(&st);
         return rc;
     }
     char q[UTIL_QUANTITY_MAX];

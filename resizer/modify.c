@@ -22,7 +22,6 @@
 
 #include <json-c/linkhash.h>
 
-#include "attacher/attacher.h"
 #include "kobj/kobj.h"
 #include "modify.h"
 #include "wq/wq.h"
@@ -196,7 +195,7 @@ static int call_driver(rsz_modify *m, const json_object *pvc, const json_object 
         if (resp)
             protobuf_c_message_free_unpacked(resp, NULL);
         if (rc < 0) {
-            char *text = att_csi_error_text(st);
+            char *text = csi_status_text(st);
             rc = util_err_set(rc, "%s", text);
             free(text);
         }

@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attacher/attacher.h"
 #include "kobj/kobj.h"
 
 static bool same(const char *a, const char *b)
@@ -319,7 +318,7 @@ char *rsz_patch_modify_status(const json_object *pvc, const char *status, int er
     const char *target = rsz_pvc_modify_target(pvc);
     if (!same(status, RSZ_MOD_PENDING)) {
         char when[32];
-        att_time_format(now, when, sizeof(when));
+        util_time_rfc3339(now, when, sizeof(when));
         json_object *fresh = json_object_new_array();
         char *msg;
         if (!err_code) {

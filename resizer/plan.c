@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attacher/attacher.h"
+#include "volcap/volcap.h"
 #include "kobj/kobj.h"
 
 /* ---- names -------------------------------------------------------------------------- */
@@ -265,12 +265,10 @@ int rsz_expand_request(const rsz_config *cfg, const json_object *pv, int64_t byt
     const char *handle = kobj_str(csi, "volumeHandle");
     if (!handle || !*handle)
         return util_err_set(-EINVAL, "empty volume handle");
-    /* The capability is the one the attacher publishes with (upstream's
-     * GetVolumeCapabilities is the same rule): borrow it from there. */
-    att_config acfg = {.driver_name = cfg->driver_name,
-                       .single_node_multi_writer = cfg->single_node_multi_writer};
-    Csi__V1__ControllerPublishVolumeRequest *pub = NULL;
-    if (att_publish_request(&acfg, pv, "", &pub) < 0)
+    /* The capability the attacher publishes with (upstream's
+     * GetVolumeCapabilities is the same rule), without a default fsType. */
+    Csi__V1__VolumeCapability *cap = NULL;
+    if (volcap_of_pv(pv, cfg->single_node_multi_writer, NULL, &cap) < 0)
         return util_err_set(-EINVAL, "failed to get capabilities of volume %s with %s", name,
                             util_err_last());
     Csi__V1__ControllerExpandVolumeRequest *req = util_calloc(1, sizeof(*req));
@@ -279,9 +277,7 @@ int rsz_expand_request(const rsz_config *cfg, const json_object *pv, int64_t byt
     req->capacity_range = util_calloc(1, sizeof(*req->capacity_range));
     csi__v1__capacity_range__init(req->capacity_range);
     req->capacity_range->required_bytes = bytes;
-    req->volume_capability = pub->volume_capability;
-    pub->volume_capability = NULL;
-    att_request_free(&pub->base);
+    req->volume_capability = cap;
     *out = req;
     return 0;
 }
@@ -467,7 +463,7 @@ static bool resize_type(const char *t)
 static json_object *condition(const char *type_, const char *message, time_t now)
 {
     char when[32];
-    att_time_format(now, when, sizeof(when));
+    util_time_rfc3339(now, when, sizeof(when));
     json_object *c = json_object_new_object();
     json_object_object_add(c, "type", json_object_new_string(type_));
     json_object_object_add(c, "status", json_object_new_string("True"));

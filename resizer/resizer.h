@@ -237,8 +237,7 @@ char *rsz_patch_pv_capacity(const json_object *pv, const char *size, const char 
 char *rsz_patch_pv_drop_pre_resize(void);
 
 /* ---- texts -------------------------------------------------------------------------------- */
-/* The error text of a driver answer and RFC 3339 times are the attacher's
- * (att_csi_error_text, att_time_format): the resizer links its core. */
+/* A driver's error text is csi_status_text's, times util_time_rfc3339's. */
 
 /* "resize volume \"<pv>\" by resizer \"<driver>\" failed: <err>". */
 char *rsz_failed_text(const char *pv, const char *driver, const char *err);

@@ -26,7 +26,6 @@
 
 #include <json-c/linkhash.h>
 
-#include "attacher/attacher.h"
 #include "kobj/kobj.h"
 #include "snapshotter.h"
 #include "wq/wq.h"
@@ -351,7 +350,7 @@ static int create_wrapper(snap_ctrl *c, json_object **obj, const snap_content *d
              name);
     rc = csi_create_snapshot(c->o.csi, req, c->o.timeout, &resp, &st);
     if (rc < 0) {
-        char *err = att_csi_error_text(&st);
+        char *err = csi_status_text(&st);
         obs_info("createSnapshotWrapper: CreateSnapshot for content %s returned error: %s", name,
                  err);
         if (snap_error_final(st.code) && drop_creating(c, obj) < 0) {
@@ -412,7 +411,7 @@ static int snapshot_status(snap_ctrl *c, const char *id, const json_object *secr
     }
     free(req.secrets);
     if (rc < 0 && st.code) {
-        char *err = att_csi_error_text(&st);
+        char *err = csi_status_text(&st);
         rc = util_err_set(rc, "%s", err);
         free(err);
     }
@@ -522,7 +521,7 @@ static int delete_snapshot(snap_ctrl *c, json_object **obj, const snap_content *
     }
     free(req.secrets);
     if (rc < 0) {
-        char *err = st.code ? att_csi_error_text(&st) : util_strdup(util_err_last());
+        char *err = st.code ? csi_status_text(&st) : util_strdup(util_err_last());
         event(c, *obj, SNAP_EV_DELETE_ERROR, "Failed to delete snapshot");
         rc = util_err_set(rc,
                           "failed to delete snapshot \"%s\", err: failed to delete snapshot "

@@ -602,10 +602,8 @@ char *snap_patch_error(const json_object *content, const char *message, time_t n
         json_object_put(msg);
         return NULL;
     }
-    char when[32];
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char when[UTIL_TIME_RFC3339_LEN];
+    util_time_rfc3339(now, when, sizeof(when));
     json_object *err = json_object_new_object();
     json_object_object_add(err, "message", msg);
     json_object_object_add(err, "time", json_object_new_string(when));

@@ -76,6 +76,10 @@ const char *csi_code_name(int code);
 /* The name grpc-go prints ("InvalidArgument", "Unavailable"): what upstream's
  * events and the grpc_status_code metric label carry. */
 const char *csi_code_go_name(int code);
+/* A failed call as upstream's sidecars store and log it (Go's
+ * status.Error text): "rpc error: code = <Go name> desc = <message>".
+ * Caller frees. */
+char *csi_status_text(const csi_status *st);
 /* Parses a name as csi_code_name prints it; -EINVAL when unknown. */
 int csi_code_from_name(const char *name, int *code);
 /* Sets *st and returns -EREMOTEIO unless code is CSI_OK (then 0). */

@@ -52,6 +52,11 @@ const char *csi_code_go_name(int code)
     return go_names[code];
 }
 
+char *csi_status_text(const csi_status *st)
+{
+    return util_asprintf("rpc error: code = %s desc = %s", csi_code_go_name(st->code), st->message);
+}
+
 int csi_code_from_name(const char *name, int *code)
 {
     for (int i = 0; name && i < N_CODES; i++) {

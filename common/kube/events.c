@@ -149,10 +149,7 @@ static void pending_free(struct pending *p)
 
 static void now_rfc3339(char *buf, size_t len)
 {
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    util_time_rfc3339(time(NULL), buf, len);
 }
 
 /* Writes one event: patch the aggregate when we have one, else create. */

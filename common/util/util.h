@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #define UTIL_ATTR_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
@@ -54,6 +55,12 @@ void util_duration_format(util_duration d, char *buf, size_t len);
 util_duration util_now_mono(void);
 /* Sleeps for d (no-op for d <= 0); restarts after signals. */
 void util_sleep(util_duration d);
+
+/* Bytes of "2006-01-02T15:04:05Z" with its NUL. */
+#define UTIL_TIME_RFC3339_LEN 21
+/* `t` in RFC 3339 in UTC to the second, as metav1.Time writes it
+ * ("2006-01-02T15:04:05Z"); len >= UTIL_TIME_RFC3339_LEN. */
+void util_time_rfc3339(time_t t, char *buf, size_t len);
 
 /* ---- quantities (quantity.c) ------------------------------------------ */
 

@@ -7,6 +7,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -230,4 +231,14 @@ void util_sleep(util_duration d)
     /* nanosleep reports what is left when a signal cuts it short. */
     while (nanosleep(&req, &rem) != 0 && errno == EINTR)
         req = rem;
+}
+
+void util_time_rfc3339(time_t t, char *buf, size_t len)
+{
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+        /* A year past 9999 (or a buffer too small): the epoch, never garbage. */
+        if (len > 0)
+            snprintf(buf, len, "%s", "1970-01-01T00:00:00Z");
+    }
 }

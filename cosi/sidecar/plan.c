@@ -80,10 +80,12 @@ bool csc_equal_fold(const char *a, const char *b)
 
 char *csc_rpc_error(const char *prefix, const csi_status *st)
 {
-    const char *name = csi_code_go_name(st->code);
-    if (prefix && *prefix)
-        return util_asprintf("%s: rpc error: code = %s desc = %s", prefix, name, st->message);
-    return util_asprintf("rpc error: code = %s desc = %s", name, st->message);
+    char *text = csi_status_text(st);
+    if (!prefix || !*prefix)
+        return text;
+    char *msg = util_asprintf("%s: %s", prefix, text);
+    free(text);
+    return msg;
 }
 
 char *csc_not_found(const kube_resource *res, const char *name)

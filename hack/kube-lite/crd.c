@@ -458,11 +458,8 @@ static void set_established(void *ud, const kl_obj *cur, kl_mut *m)
     json_object *names = NULL;
     json_object_deep_copy(kobj_obj(spec, "names"), &names, NULL);
     json_object_object_add(status, "acceptedNames", names ? names : json_object_new_object());
-    char now[32];
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char now[UTIL_TIME_RFC3339_LEN];
+    util_time_rfc3339(time(NULL), now, sizeof(now));
     /* In the order kube-apiserver's controllers usually get there: the
      * approval one reacts to the create first, then naming, establishing. */
     struct approval_cond ac;

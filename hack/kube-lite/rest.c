@@ -101,10 +101,7 @@ static void prune_meta(json_object *obj)
 
 static void now_rfc3339(char *buf, size_t len)
 {
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    util_time_rfc3339(time(NULL), buf, len);
 }
 
 static void uuid4(char out[37])
@@ -1852,10 +1849,8 @@ static void do_token_request(kl_api *a, const kl_request *req, const struct rout
     json_object *st = json_object_new_object();
     json_object_object_add(st, "token", json_object_new_string(token));
     time_t exp = (time_t)(now + secs);
-    struct tm tm;
-    char ts[32];
-    gmtime_r(&exp, &tm);
-    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char ts[UTIL_TIME_RFC3339_LEN];
+    util_time_rfc3339(exp, ts, sizeof(ts));
     json_object_object_add(st, "expirationTimestamp", json_object_new_string(ts));
     json_object_object_add(ans, "status", st);
     free(token);

@@ -854,13 +854,9 @@ static void role_cells(const json_object *o, int64_t now, json_object *c)
     (void)now;
     add_str(c, name_of(o));
     int64_t t = parse_time(kobj_meta_str(o, "creationTimestamp"));
-    char buf[32] = "";
-    if (t >= 0) {
-        time_t tt = (time_t)t;
-        struct tm tm;
-        gmtime_r(&tt, &tm);
-        strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    }
+    char buf[UTIL_TIME_RFC3339_LEN] = "";
+    if (t >= 0)
+        util_time_rfc3339((time_t)t, buf, sizeof(buf));
     add_str(c, buf);
 }
 

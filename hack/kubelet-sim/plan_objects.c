@@ -19,9 +19,7 @@
 
 void ksim_format_time(time_t t, char out[32])
 {
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    util_time_rfc3339(t, out, 32);
 }
 
 void ksim_format_micro_time(const struct timespec *t, char out[40])

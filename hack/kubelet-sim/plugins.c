@@ -203,9 +203,12 @@ static int register_driver(ksim_plugins *s, const char *driver, const char *endp
     csi_status st;
     int r = csi_node_get_info(c, NODE_GET_INFO_TIMEOUT, &info, &st);
     csi_conn_free(c);
-    if (r < 0)
-        return util_err_set(r, "NodeGetInfo of driver %s failed: rpc error: code = %s desc = %s",
-                            driver, csi_code_go_name(st.code), st.message);
+    if (r < 0) {
+        char *text = csi_status_text(&st);
+        r = util_err_set(r, "NodeGetInfo of driver %s failed: %s", driver, text);
+        free(text);
+        return r;
+    }
     nodereg_driver d;
     r = nodereg_driver_from_info(driver, info, &d);
     csi__v1__node_get_info_response__free_unpacked(info, NULL);

@@ -220,9 +220,12 @@ static int link_caps(ksim_volumes *vm, driver_link *l)
         return -EIO;
     Csi__V1__NodeGetCapabilitiesResponse *resp = NULL;
     csi_status st;
-    if (csi_node_get_capabilities(conn, CSI_TIMEOUT, &resp, &st) < 0)
-        return util_err_set(-EREMOTEIO, "NodeGetCapabilities of %s: rpc error: code = %s desc = %s",
-                            l->driver, csi_code_go_name(st.code), st.message);
+    if (csi_node_get_capabilities(conn, CSI_TIMEOUT, &resp, &st) < 0) {
+        char *text = csi_status_text(&st);
+        int e = util_err_set(-EREMOTEIO, "NodeGetCapabilities of %s: %s", l->driver, text);
+        free(text);
+        return e;
+    }
     csi_caps caps = {0};
     csi_caps_from_node(&caps, resp);
     csi__v1__node_get_capabilities_response__free_unpacked(resp, NULL);
@@ -260,9 +263,12 @@ static int node_call_code(ksim_volumes *vm, driver_link *l, const char *rpc,
     free(method);
     if (r < 0 && code)
         *code = st.code;
-    if (r < 0)
-        return util_err_set(-EREMOTEIO, "%s: rpc error: code = %s desc = %s", rpc,
-                            csi_code_go_name(st.code), st.message);
+    if (r < 0) {
+        char *text = csi_status_text(&st);
+        r = util_err_set(-EREMOTEIO, "%s: %s", rpc, text);
+        free(text);
+        return r;
+    }
     protobuf_c_message_free_unpacked(resp, NULL);
     return 0;
 }

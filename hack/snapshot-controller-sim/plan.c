@@ -249,13 +249,6 @@ static bool finalizer_patch(snapctl_plan *p, snapctl_step step, const json_objec
     return true;
 }
 
-static void rfc3339(time_t t, char *buf, size_t len)
-{
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /*
  * updateSnapshotErrorStatusWithEvent: status.error {time, message} (and
  * readyToUse false when `unready`) with a Warning Event; nothing at all when
@@ -273,7 +266,7 @@ static void set_error(const snapctl_in *in, snapctl_plan *p, const char *reason,
         return;
     }
     char when[32];
-    rfc3339(in->now, when, sizeof(when));
+    util_time_rfc3339(in->now, when, sizeof(when));
     json_object *patch = guarded(in->snapshot), *st = json_object_new_object();
     json_object *err = json_object_new_object();
     kobj_set_str(err, "time", when);
@@ -563,7 +556,7 @@ static void set_status(const snapctl_in *in, const json_object *content, snapctl
         time_t t = (time_t)(cs.created_ns / 1000000000);
         if (cs.created_ns < 0 && cs.created_ns % 1000000000)
             t--;
-        rfc3339(t, when, sizeof(when));
+        util_time_rfc3339(t, when, sizeof(when));
     }
     char size[UTIL_QUANTITY_MAX] = "";
     if (cs.has_size)

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "kobj/kobj.h"
+#include "volcap/volcap.h"
 
 #include "fuzz.h"
 
@@ -19,7 +20,7 @@ static void requests(const att_config *cfg, const json_object *pv, const char *n
                      const json_object *secret)
 {
     Csi__V1__VolumeCapability__AccessMode__Mode mode;
-    (void)att_access_mode(pv, cfg->single_node_multi_writer, &mode);
+    (void)volcap_pv_access_mode(pv, cfg->single_node_multi_writer, &mode);
     const char *ns = NULL;
     const char *name = NULL;
     (void)att_secret_ref(pv, &ns, &name);

@@ -21,6 +21,7 @@
 
 #include "attacher/attacher.h"
 #include "kobj/kobj.h"
+#include "volcap/volcap.h"
 #include "table.h"
 
 #define MODE(m) CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__##m
@@ -234,7 +235,7 @@ static void test_access_modes_whole_list_to_one_capability(void **state)
     for (size_t i = 0; i < N_ROWS(rows); i++) {
         json_object *pv = pv_with(rows[i].modes, "", "");
         Csi__V1__VolumeCapability__AccessMode__Mode m;
-        int rc = att_access_mode(pv, rows[i].snmw, &m);
+        int rc = volcap_pv_access_mode(pv, rows[i].snmw, &m);
         expect_int(rows[i].row, "rc", rc, rows[i].rc);
         if (rc == 0)
             expect_int(rows[i].row, "mode", m, rows[i].mode);
@@ -545,7 +546,7 @@ static void test_status_patches(void **state)
     free(long_msg);
     csi_status cs = {.code = CSI_FAILED_PRECONDITION};
     strcpy(cs.message, "published elsewhere");
-    p = att_csi_error_text(&cs);
+    p = csi_status_text(&cs);
     expect_str("error text as upstream's", "text", p,
                "rpc error: code = FailedPrecondition desc = published elsewhere");
     free(p);
