@@ -254,7 +254,10 @@ static int json_patch(att_ctrl *c, const kube_resource *res, const char *path,
     patch = NULL;
     if (rc < 0 && r.code == 422) {
         kube_resp_clear(&r);
-        if (kube_get(c->o.kube, path, &r) == 0 && r.body) {
+        /* Only a well-formed copy may decide the patch again: finalizers
+         * of the wrong type would read as "nothing to remove". */
+        rc = kube_get_object(c->o.kube, res, path, kobj_name(obj), &r);
+        if (rc == 0) {
             json_object *live = json_object_get(r.body);
             kube_resp_clear(&r);
             rc = build(c, live, arg, &patch);
@@ -532,8 +535,22 @@ static int detach(att_ctrl *c, const json_object *va)
     }
     /* The finalizer goes with test+remove on its exact entry; when it was
      * the last one, the API server deletes the VA and a status reset
-     * would only answer 404. */
+     * would only answer 404. When others keep the VA, its status says
+     * detached first: a failure of either write leaves our finalizer, so
+     * the retry detaches again (the other order left a VA that kept
+     * status.attached true for good once the status write failed). */
     bool last = att_va_last_finalizer(va, c->fin);
+    bool reset = false;
+    if (!last) {
+        rc = patch_status(c, name, att_status_detached());
+        if (rc == -ENOENT)
+            return 0; /* deleted meanwhile: nothing left to do */
+        if (rc < 0) {
+            obs_warn("%s", util_err_last());
+            return rc;
+        }
+        reset = true;
+    }
     char *path = va_path(name, NULL);
     bool gone = false;
     json_object *answer = NULL;
@@ -544,7 +561,7 @@ static int detach(att_ctrl *c, const json_object *va)
         obs_warn("%s", util_err_last());
         return rc;
     }
-    if (answer) {
+    if (answer && kube_object_check(&KUBE_VOLUMEATTACHMENT, answer, name) == 0) {
         /* When the removal deletes the VA, the API server answers with the
          * last stored state (our finalizer still in it): "last" means no
          * finalizer but ours is left. */
@@ -553,11 +570,14 @@ static int detach(att_ctrl *c, const json_object *va)
         last = others == 0;
         overlay_put(c, &KUBE_VOLUMEATTACHMENT, answer, true);
     } else {
+        /* No answer to read (or a garbled one): the status is reset
+         * below unless it was already; a VA gone answers 404. */
+        last = false;
         overlay_tombstone(c, va);
     }
     json_object_put(answer);
     obs_v(2, "VolumeAttachment %s detached", name);
-    if (gone || last)
+    if (gone || last || reset)
         return 0;
     rc = patch_status(c, name, att_status_detached());
     if (rc == -ENOENT)

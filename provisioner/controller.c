@@ -69,7 +69,8 @@ static int remove_at(prov_ctrl *c, const char *path, int i, const char *fin, kub
  * was stale (the test fails), the live object decides: done if the
  * finalizer is gone, else one more try at its current index.
  */
-int ctrl_remove_finalizer(prov_ctrl *c, const char *path, const json_object *obj, const char *fin)
+int ctrl_remove_finalizer(prov_ctrl *c, const kube_resource *res, const char *path,
+                          const json_object *obj, const char *fin)
 {
     int i = kobj_finalizer_index(obj, fin);
     if (i < 0)
@@ -78,7 +79,10 @@ int ctrl_remove_finalizer(prov_ctrl *c, const char *path, const json_object *obj
     int rc = remove_at(c, path, i, fin, &r);
     if (rc < 0 && r.code == 422) {
         kube_resp_clear(&r);
-        if (kube_get(c->o.kube, path, &r) == 0) {
+        /* A garbled answer proves nothing: its finalizers of the wrong
+         * type would read as "already removed" (an error, retried). */
+        rc = kube_get_object(c->o.kube, res, path, kobj_name(obj), &r);
+        if (rc == 0) {
             i = kobj_finalizer_index(r.body, fin);
             kube_resp_clear(&r);
             rc = i < 0 ? 0 : remove_at(c, path, i, fin, &r);
@@ -118,7 +122,7 @@ bool ctrl_uid_marked(prov_ctrl *c, struct lh_table *set, const char *uid)
 /* Removes the claim's in-progress finalizer and remembers that we did. */
 int ctrl_release_claim(prov_ctrl *c, const char *path, const json_object *pvc)
 {
-    int rc = ctrl_remove_finalizer(c, path, pvc, PROV_FINALIZER_IN_PROGRESS);
+    int rc = ctrl_remove_finalizer(c, &KUBE_PVC, path, pvc, PROV_FINALIZER_IN_PROGRESS);
     if (rc == 0)
         ctrl_uid_mark(c, c->released, kobj_uid(pvc), true);
     return rc;

@@ -359,8 +359,9 @@ static int provision(prov_ctrl *c, json_object *pvc, json_object *sc, const char
             /* Release before giving the node back: in node mode another
              * node may own the claim as soon as the annotation is gone. */
             ctrl_release_claim(c, path, pvc);
-            remove_selected_node(c, path, pvc);
-            rc = 0;
+            /* A failed removal is retried: nothing else would wake the
+             * claim, and the annotation would stay. */
+            rc = remove_selected_node(c, path, pvc);
         }
         obs_counter_add(c->provision_failed, lv, 1);
         goto out;
@@ -485,7 +486,7 @@ static int cleanup_needed(prov_ctrl *c, const json_object *pvc, const char *path
                           const char *volname)
 {
     kube_resp r = {0};
-    int rc = kube_get(c->o.kube, path, &r);
+    int rc = kube_get_object(c->o.kube, &KUBE_PVC, path, kobj_name(pvc), &r);
     if (rc < 0) {
         if (kube_is_not_found(&r))
             rc = 0;

@@ -79,7 +79,8 @@ struct prov_ctrl {
 int ctrl_add_finalizer(prov_ctrl *c, const char *path, const json_object *obj, const char *fin);
 int ctrl_add_finalizer_idempotent(prov_ctrl *c, const char *path, const json_object *obj,
                                   const char *fin);
-int ctrl_remove_finalizer(prov_ctrl *c, const char *path, const json_object *obj, const char *fin);
+int ctrl_remove_finalizer(prov_ctrl *c, const kube_resource *res, const char *path,
+                          const json_object *obj, const char *fin);
 void ctrl_uid_mark(prov_ctrl *c, struct lh_table *set, const char *uid, bool on);
 bool ctrl_uid_marked(prov_ctrl *c, struct lh_table *set, const char *uid);
 int ctrl_release_claim(prov_ctrl *c, const char *path, const json_object *pvc);

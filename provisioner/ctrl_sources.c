@@ -374,11 +374,13 @@ int ctrl_release_source(prov_ctrl *c, const char *ns, const char *kind, const ch
     if (u.used)
         return -EBUSY;
     bool clone = strcmp(kind, "PersistentVolumeClaim") == 0;
-    char *path = kube_path(clone ? &KUBE_PVC : &KUBE_VOLUMESNAPSHOT, ns, name, NULL);
+    const kube_resource *res = clone ? &KUBE_PVC : &KUBE_VOLUMESNAPSHOT;
+    char *path = kube_path(res, ns, name, NULL);
     kube_resp r = {0};
-    int rc = kube_get(c->o.kube, path, &r);
+    int rc = kube_get_object(c->o.kube, res, path, name, &r);
     if (rc == 0)
-        rc = ctrl_remove_finalizer(c, path, r.body, clone ? CLONE_FINALIZER : SNAPSHOT_FINALIZER);
+        rc = ctrl_remove_finalizer(c, res, path, r.body,
+                                   clone ? CLONE_FINALIZER : SNAPSHOT_FINALIZER);
     else if (kube_is_not_found(&r))
         rc = 0;
     kube_resp_clear(&r);

@@ -69,7 +69,7 @@ int ctrl_sync_volume(prov_ctrl *c, const char *name)
     if (!policy || strcmp(policy, "Delete") != 0) {
         /* Retain and Recycle never reach DeleteVolume: no finalizer. */
         if (has_fin)
-            rc = ctrl_remove_finalizer(c, path, pv, PV_FINALIZER);
+            rc = ctrl_remove_finalizer(c, &KUBE_PV, path, pv, PV_FINALIZER);
         goto out;
     }
     /* Upstream's shouldDelete: being deleted without our finalizer means
@@ -153,7 +153,7 @@ remove_pv:
         if (rc < 0)
             goto out;
     }
-    rc = ctrl_remove_finalizer(c, path, pv, PV_FINALIZER);
+    rc = ctrl_remove_finalizer(c, &KUBE_PV, path, pv, PV_FINALIZER);
     if (rc == 0)
         ctrl_uid_mark(c, c->finalized, name, true);
 out:

@@ -113,7 +113,8 @@ static int patch(rsz_modify *m, const kube_resource *res, const json_object *obj
     kube_resp r = {0};
     int rc = kube_patch(m->o.kube, path, KUBE_PATCH_MERGE, text, &r);
     obs_v(5, "PATCH %s %s: %d", path, text, r.code);
-    if (rc == 0 && answer && r.body)
+    /* Only an answer the informer would take decides the next step. */
+    if (rc == 0 && answer && r.body && kube_object_check(res, r.body, kobj_name(obj)) == 0)
         *answer = json_object_get(r.body);
     else if (rc < 0)
         rc = util_err_set(rc, "%s", r.message);

@@ -202,10 +202,9 @@ static int refetch(snap_ctrl *c, json_object **obj)
     const char *name = kobj_name(*obj);
     char *path = kube_path(&KUBE_VOLUMESNAPSHOTCONTENT, NULL, name, NULL);
     kube_resp r = {0};
-    int rc = kube_get(c->o.kube, path, &r);
+    int rc = kube_get_object(c->o.kube, &KUBE_VOLUMESNAPSHOTCONTENT, path, name, &r);
     free(path);
-    if (rc == 0 && r.body && kube_object_check(&KUBE_VOLUMESNAPSHOTCONTENT, r.body, name) == 0 &&
-        snap_content_decode(r.body, &(snap_content){0}) == 0) {
+    if (rc == 0 && snap_content_decode(r.body, &(snap_content){0}) == 0) {
         json_object_put(*obj);
         *obj = json_object_get(r.body);
     } else if (rc == 0) {

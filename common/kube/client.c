@@ -871,6 +871,20 @@ int kube_get(kube_client *c, const char *path, kube_resp *r)
     return kube_request(c, "GET", path, NULL, NULL, r);
 }
 
+int kube_get_object(kube_client *c, const kube_resource *res, const char *path, const char *name,
+                    kube_resp *r)
+{
+    int rc = kube_get(c, path, r);
+    if (rc < 0)
+        return rc;
+    if (!r->body || kube_object_check(res, r->body, name) < 0) {
+        rc = util_err_set(-EBADMSG, "GET %s: %s", path,
+                          r->body ? util_err_last() : "the answer holds no object");
+        snprintf(r->message, sizeof(r->message), "%s", util_err_last());
+    }
+    return rc;
+}
+
 int kube_create(kube_client *c, const char *collection_path, const json_object *obj, kube_resp *r)
 {
     char *text = kobj_to_text(obj, NULL);

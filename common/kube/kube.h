@@ -164,6 +164,15 @@ enum kube_priority { KUBE_PRIO_NORMAL, KUBE_PRIO_BACKGROUND };
 int kube_request_prio(kube_client *c, enum kube_priority prio, const char *method, const char *path,
                       const char *content_type, const char *body, kube_resp *r);
 int kube_get(kube_client *c, const char *path, kube_resp *r);
+/*
+ * A GET of the object of `res` named `name` at `path` whose answer decides
+ * something: 0 only when r->body passes kube_object_check, as an informer
+ * checks what it caches; -EBADMSG (r->message says why) when the answer is
+ * no such object: retry, never read it as "absent" or "already done";
+ * else kube_get's error (kube_is_not_found for a 404).
+ */
+int kube_get_object(kube_client *c, const kube_resource *res, const char *path, const char *name,
+                    kube_resp *r);
 int kube_create(kube_client *c, const char *collection_path, const json_object *obj, kube_resp *r);
 int kube_update(kube_client *c, const char *path, const json_object *obj, kube_resp *r);
 int kube_patch(kube_client *c, const char *path, enum kube_patch_type type, const char *patch,

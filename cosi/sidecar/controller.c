@@ -257,7 +257,7 @@ static int class_parameters(csc_ctrl *c, const json_object *bucket, json_object 
     const char *cls = kobj_str(kobj_obj(bucket, "spec"), "bucketClassName");
     char *path = kube_path(&KUBE_BUCKETCLASS, NULL, cls, NULL);
     kube_resp r = {0};
-    int rc = kube_get(c->o.kube, path, &r);
+    int rc = kube_get_object(c->o.kube, &KUBE_BUCKETCLASS, path, cls, &r);
     free(path);
     if (rc == 0)
         *params = json_object_get(kobj_obj(r.body, "parameters"));

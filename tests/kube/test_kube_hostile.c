@@ -542,6 +542,51 @@ static void test_answer_over_256_mib_fails_cleanly_and_memory_stays_near_the_cap
     canned_stop(&s);
 }
 
+/* kube_get_object: a GET whose answer decides something takes only an
+ * object the informer would take (the read-backs of csi-snapshotter, the
+ * provisioner's finalizer re-reads, the attacher's 422 re-read). Hostile
+ * seed 2072689225: annotations of the wrong type hid an annotation the
+ * sync decided on. */
+static void test_get_object_takes_only_a_well_formed_object(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *row, *body;
+        int rc;
+    } rows[] = {
+        {"a well-formed PV", "{\"metadata\":{\"name\":\"pv1\",\"uid\":\"u1\"}}", 0},
+        {"annotations of the wrong type",
+         "{\"metadata\":{\"name\":\"pv1\",\"uid\":\"u1\",\"annotations\":12345}}", -EBADMSG},
+        {"finalizers of the wrong type",
+         "{\"metadata\":{\"name\":\"pv1\",\"uid\":\"u1\",\"finalizers\":{}}}", -EBADMSG},
+        {"another object's name", "{\"metadata\":{\"name\":\"pv2\",\"uid\":\"u1\"}}", -EBADMSG},
+        {"no uid", "{\"metadata\":{\"name\":\"pv1\"}}", -EBADMSG},
+        {"not an object", "[1,2]", -EBADMSG},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        const char *lists[] = {rows[i].body};
+        canned s;
+        canned_start(&s, lists, 1, NULL);
+        kube_config *cfg = NULL;
+        kube_client *kc = NULL;
+        assert_int_equal(kube_config_from_file(s.kubeconfig, NULL, &cfg), 0);
+        kube_client_opts co = {.user_agent = "test_kube_hostile/test", .max_retries = -1};
+        assert_int_equal(kube_client_new(cfg, &co, &kc), 0);
+        kube_resp r = {0};
+        int rc = kube_get_object(kc, &KUBE_PV, "/api/v1/persistentvolumes/pv1", "pv1", &r);
+        if (rc != rows[i].rc)
+            fail_msg("%s: rc %d, want %d (%s)", rows[i].row, rc, rows[i].rc, r.message);
+        if (rc == 0)
+            assert_string_equal(kobj_name(r.body), "pv1");
+        else
+            assert_false(kube_is_not_found(&r)); /* never read as "absent" */
+        kube_resp_clear(&r);
+        kube_client_free(kc);
+        kube_config_free(cfg);
+        canned_stop(&s);
+    }
+}
+
 #define ENDLESS_EVENT                                                                              \
     "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"uid\":\"u\",\"name\":\"x\"},\"data\":{\"v\":" \
     "\""
@@ -816,6 +861,7 @@ static void test_a_list_without_an_items_array_deletes_nothing(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_get_object_takes_only_a_well_formed_object),
         cmocka_unit_test(test_list_items_of_wrong_types_are_skipped),
         cmocka_unit_test(test_list_whose_items_is_no_array_is_a_failed_list),
         cmocka_unit_test(test_a_malformed_watch_event_ends_the_watch_and_a_relist_follows),
