@@ -29,6 +29,13 @@
 # being-deleted annotation was hidden, the sync found a ready content with
 # nothing to do and ended as done, and the content kept its status and its
 # finalizer for good (nothing changed on the server to wake a sync).
+#
+# csi-attacher (scenario lies4, found by reading the code after the seeds
+# above): a VolumeAttachment that another finalizer keeps is detached; the
+# status write that says so is refused. Before the fix our finalizer went
+# first, so the retry found nothing of ours to do and status.attached stayed
+# true for good; now the status is written first and the retry detaches
+# again.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -38,6 +45,7 @@ B=$(cd "$B" && pwd)
 KL="$B/bin/kube-lite"
 DRV="$B/bin/example-csi-driver"
 SNAP="$B/bin/csi-snapshotter"
+ATT="$B/bin/csi-attacher"
 CSI_CALL="$B/tests/e2e/csi_call"
 PROXY="$ROOT/tests/hostile/hostile_proxy.py"
 WORK=$(mktemp -d)
@@ -51,7 +59,7 @@ trap cleanup EXIT
 for tool in python3 curl; do
   command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; finish; }
 done
-for bin in "$KL" "$DRV" "$SNAP" "$CSI_CALL"; do
+for bin in "$KL" "$DRV" "$SNAP" "$ATT" "$CSI_CALL"; do
   [ -x "$bin" ] || { bad "$(basename "$bin") is built (make tests)"; finish; }
 done
 
@@ -157,5 +165,35 @@ check "$n: the driver no longer holds its snapshot $SNAP_ID (DeleteSnapshot)" "F
 contains "$n: the sidecar refused the garbled read-back" "error get snapshot content from api server" "$(cat "$WORK/snap-$n.log")"
 stop "snap-$n"
 check "$n: csi-snapshotter exits 0 on SIGTERM" "0" "${RC[snap-$n]}"
+
+# ---- csi-attacher: a refused status write while detaching a VA another finalizer keeps -------
+
+n=lies4 VA=/apis/storage.k8s.io/v1/volumeattachments/va-lies4
+post /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"worker-1"}}'
+post /apis/storage.k8s.io/v1/csinodes '{"apiVersion":"storage.k8s.io/v1","kind":"CSINode","metadata":{"name":"worker-1"},"spec":{"drivers":[{"name":"'$DRIVER'","nodeID":"node-1"}]}}'
+post /api/v1/persistentvolumes '{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"pv-lies4"},"spec":{"capacity":{"storage":"1Gi"},"accessModes":["ReadWriteOnce"],"persistentVolumeReclaimPolicy":"Retain","csi":{"driver":"'$DRIVER'","volumeHandle":"'"$VOL"'"}}}'
+proxy "proxy-$n" '[{"method": "PATCH", "path": "'$VA'/status$", "nth": 2, "do": "refuse"}]'
+start "att-$n" "$ATT" --csi-address "$SOCK" --kubeconfig "$WORK/proxy-$n.kubeconfig" \
+  --retry-interval-start=100ms --retry-interval-max=2s -v=5
+att_started() { grep -qs 'attacher started' "$WORK/att-$n.log" || ! alive "att-$n"; }
+if wait_for 30 att_started && alive "att-$n"; then ok "$n: csi-attacher starts behind the scripted proxy"; else bad "$n: csi-attacher starts" "$(tail -n 20 "$WORK/att-$n.log")"; fi
+post /apis/storage.k8s.io/v1/volumeattachments '{"apiVersion":"storage.k8s.io/v1","kind":"VolumeAttachment","metadata":{"name":"va-lies4","finalizers":["example.com/keep"]},"spec":{"attacher":"'$DRIVER'","nodeName":"worker-1","source":{"persistentVolumeName":"pv-lies4"}}}'
+# va_is WANT: "<attached> <finalizers>" of the VA
+va_is() {
+  api "$VA" | python3 -c '
+import json, sys
+o = json.load(sys.stdin)
+print(o.get("status", {}).get("attached"), ",".join(o["metadata"].get("finalizers", [])))' >"$EXPECT_LAST" 2>&1
+  [ "$(cat "$EXPECT_LAST")" = "$1" ]
+}
+expect "$n: the VolumeAttachment is attached (no lie told yet)" 30 va_is "True example.com/keep,external-attacher/$(echo "$DRIVER" | tr . -)"
+curl -s --max-time 10 -X DELETE "$SERVER$VA" >/dev/null
+expect "$n: the proxy told its lie" 30 told 1
+expect "$n: detached: status.attached false, only the other finalizer left" 30 va_is "False example.com/keep"
+check "$n: the driver no longer publishes the volume" "[]" \
+  "$(drv_eval "$WORK/drv" "byid.get('$VOL', {}).get('published_nodes', [])")"
+stop "att-$n"
+check "$n: csi-attacher exits 0 on SIGTERM" "0" "${RC[att-$n]}"
+curl -s --max-time 10 -H 'Content-Type: application/merge-patch+json' -X PATCH --data '{"metadata":{"finalizers":null}}' "$SERVER$VA" >/dev/null
 
 finish
