@@ -56,12 +56,8 @@ VSC=/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents
 . "$ROOT/tests/e2e/lib.sh"
 trap cleanup EXIT
 
-for tool in python3 curl; do
-  command -v "$tool" >/dev/null || { bad "$tool is installed (hack/install-deps.sh)"; finish; }
-done
-for bin in "$KL" "$DRV" "$SNAP" "$ATT" "$CSI_CALL"; do
-  [ -x "$bin" ] || { bad "$(basename "$bin") is built (make tests)"; finish; }
-done
+require_tools python3 curl
+require_built "$KL" "$DRV" "$SNAP" "$ATT" "$CSI_CALL"
 
 start kube-lite "$KL" --listen 127.0.0.1:0 --write-kubeconfig "$WORK/admin.kubeconfig"
 kl_http_up() { grep -q 'serving on http://' "$WORK/kube-lite.log" || ! alive kube-lite; }
