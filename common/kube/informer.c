@@ -515,8 +515,25 @@ static int relist(kube_informer *inf)
             kube_resp_clear(&r);
             break;
         }
+        /* The watch goes on from the list's version. Without one it would
+         * go on from the last event seen before this list, and the server
+         * would replay every change since then over the newer state the
+         * list just cached: objects deleted meanwhile would come back for a
+         * while, and a sync could act on them (recreate what their
+         * deletion removed). A continue token of another type would end
+         * the list early and take the rest as deleted. */
+        const char *page_rv = kobj_rv(r.body);
+        json_object *next_v = kobj_get(kobj_meta(r.body), "continue");
+        if (!page_rv || !*page_rv || (next_v && !kobj_typed(next_v, json_type_string))) {
+            rc = util_err_set(-EIO, "list %s: no usable metadata.resourceVersion or continue",
+                              inf->o.res->resource);
+            obs_v(2, "%s", util_err_last());
+            count_malformed(inf);
+            kube_resp_clear(&r);
+            break;
+        }
         if (!list_rv)
-            list_rv = util_strdup(kobj_rv(r.body));
+            list_rv = util_strdup(page_rv);
         free(cont);
         const char *next = kobj_meta_str(r.body, "continue");
         cont = next && *next ? util_strdup(next) : NULL;

@@ -116,9 +116,15 @@ static int patch(csc_ctrl *c, const kube_resource *res, const char *ns, const ch
     int rc = kube_patch(c->o.kube, path, KUBE_PATCH_MERGE, text, &r);
     free(text);
     if (rc == 0) {
-        if (r.body && track)
+        /* An answer the informer would refuse is neither remembered nor
+         * handed on: a later step would decide on its broken fields (the
+         * account named by its uid, the claim by its bucketClaim). The
+         * caller goes on with its own copy; a guarded write then meets a
+         * 409 and the key comes back. */
+        bool usable = r.body && kube_object_check(res, r.body, name) == 0;
+        if (usable && track)
             written_put(c, r.body);
-        if (answer && r.body)
+        if (usable && answer)
             *answer = json_object_get(r.body);
     } else if (kube_is_conflict(&r)) {
         obs_v(4, "%s %s%s%s: changed meanwhile, again later", res->kind, ns ? ns : "",

@@ -59,6 +59,7 @@ typedef struct canned {
     const char *endless;
     pthread_mutex_t mu;
     int list_calls, watch_calls;
+    char watch_rv[MAX_HELD][32]; /* the resourceVersion each watch asked for */
     int held[MAX_HELD];
     int n_held;
 } canned;
@@ -116,6 +117,10 @@ static void answer(canned *s, int c)
     pthread_mutex_lock(&s->mu);
     if (strstr(req, "watch=true")) {
         int call = s->watch_calls++;
+        const char *rv = strstr(req, "resourceVersion=");
+        if (call < MAX_HELD && rv)
+            snprintf(s->watch_rv[call], sizeof(s->watch_rv[call]), "%.*s",
+                     (int)strcspn(rv + 16, "& "), rv + 16);
         pthread_mutex_unlock(&s->mu);
         send_all(c, head, sizeof(head) - 1);
         send_all(c, "\r\n", 2);
@@ -858,6 +863,54 @@ static void test_a_list_without_an_items_array_deletes_nothing(void **state)
     canned_stop(&s);
 }
 
+/* A list whose version does not read: the watch must not go on from the
+ * last event before it, or the server would replay older states over the
+ * list's newer ones. */
+static const char *const lists_with_unusable_versions[] = {
+    ONE_GOOD,
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":20},\"items\":[" GOOD("good1",
+                                                                                         "20") "]}",
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"\"},\"items\":[]}",
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"20\",\"continue\":7},"
+    "\"items\":[]}",
+    "{\"kind\":\"ConfigMapList\",\"metadata\":[],\"items\":[]}",
+    "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"21\"},\"items\":[" GOOD(
+        "good1", "20") "]}",
+};
+static const char modified_then_bad[] = "{\"type\":\"MODIFIED\",\"object\":" GOOD(
+    "good1", "11") "}\n"
+                   "{\"type\":\"MODIFIED\",\"object\":42}\n";
+
+static bool two_watches(void *ud)
+{
+    canned *s = ud;
+    pthread_mutex_lock(&s->mu);
+    bool two = s->watch_calls >= 2;
+    pthread_mutex_unlock(&s->mu);
+    return two;
+}
+
+static void test_a_list_without_a_usable_version_is_a_failed_list(void **state)
+{
+    (void)state;
+    canned s;
+    canned_start(&s, lists_with_unusable_versions, 6, modified_then_bad);
+    run r;
+    run_start(&r, &s);
+    assert_int_equal(kube_informer_wait_for_sync(r.inf, 30 * UTIL_SECOND), 0);
+    assert_true(th_wait_until(two_watches, &s, 90 * UTIL_SECOND));
+    pthread_mutex_lock(&s.mu);
+    assert_string_equal(s.watch_rv[0], "10");
+    /* Not "11" (the event before the bad one): the lists in between failed. */
+    assert_string_equal(s.watch_rv[1], "21");
+    assert_int_equal(s.list_calls, 6);
+    pthread_mutex_unlock(&s.mu);
+    assert_true(cached(&r, "good1"));
+    assert_true(malformed(&r) == 5); /* the bad event and four lists */
+    run_stop(&r);
+    canned_stop(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -876,6 +929,7 @@ int main(void)
             test_a_deleted_event_under_another_key_ends_the_watch_and_a_relist_follows),
         cmocka_unit_test(test_list_items_under_another_key_leave_the_cache_whole),
         cmocka_unit_test(test_a_list_without_an_items_array_deletes_nothing),
+        cmocka_unit_test(test_a_list_without_a_usable_version_is_a_failed_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
