@@ -13,6 +13,11 @@
  *   {"CreateVolume": {"delay_ms": 500,
  *                     "fail": {"count": 2, "code": "UNAVAILABLE", "message": "try again"},
  *                     "crash": {"at": 3, "when": "after"}}}
+ *   {"CreateSnapshot": {"hold": true}}
+ * "hold" (file only) keeps every call of the method waiting until the file
+ * changes to rules without it: a test sees the state while a call is in
+ * flight for as long as it needs, however slow the machine, where a delay
+ * is a window a loaded machine can miss.
  * A (re)read file replaces every rule, flags' included, and restarts the
  * counts; removing the file clears all rules. Method names are the
  * driver's own (each driver passes its table), so the CSI and the COSI
@@ -36,6 +41,7 @@ struct rule {
     int fail_left;
     int fail_code;
     char *fail_msg;
+    bool hold;
     int64_t crash_at; /* 0: no crash */
     bool crash_after;
     int64_t calls; /* since the rule was installed */
@@ -162,7 +168,13 @@ static int parse_file_rule(struct rule *r, const char *method, json_object *o)
     int64_t n = 0;
     if (kobj_int64(o, "delay_ms", &n) == 0)
         r->delay = n * UTIL_MS;
-    json_object *v = kobj_get(o, "fail");
+    json_object *v = kobj_get(o, "hold");
+    if (v) {
+        if (!kobj_typed(v, json_type_boolean))
+            return util_err_set(-EINVAL, "%s: hold wants true or false", method);
+        r->hold = kobj_bool(o, "hold", false);
+    }
+    v = kobj_get(o, "fail");
     if (v) {
         const char *code = kobj_str(v, "code");
         if (kobj_int64(v, "count", &n) < 0 || !code)
@@ -280,6 +292,14 @@ void drvkit_faults_on_call(drvkit_faults *f, int m, drvkit_fault_action *out)
         return;
     pthread_mutex_lock(&f->mu);
     check_file(f);
+    /* A held call waits for the rules to change, ten minutes at most (a
+     * test that forgot to release it still ends). */
+    for (int waited = 0; f->rules[m].hold && waited < 12000; waited++) {
+        pthread_mutex_unlock(&f->mu);
+        util_sleep(50 * UTIL_MS);
+        pthread_mutex_lock(&f->mu);
+        check_file(f);
+    }
     struct rule *r = &f->rules[m];
     r->calls++;
     out->delay = r->delay;
