@@ -47,11 +47,6 @@
 #define WORKER_IDLE_EXIT (30 * UTIL_SECOND)
 
 /* What we last wrote of an object, until the informer catches up. */
-struct written {
-    char *json;
-    char *rv;
-};
-
 struct rsz_ctrl {
     rsz_ctrl_opts o;
     rsz_config cfg;
@@ -60,11 +55,11 @@ struct rsz_ctrl {
     rsz_modify *modify;  /* NULL without the modify controller */
     wq *q;
     bool pool;
-    pthread_mutex_t mu;       /* guards the three tables */
-    struct lh_table *overlay; /* "pvc:ns/name" or "pv:name" -> struct written */
-    struct lh_table *slow;    /* claim key -> util_duration* (monotonic time added) */
-    struct lh_table *final;   /* claim keys whose last expansion failed finally */
-    struct lh_table *inuse;   /* claim UIDs whose last expansion answered "in use" */
+    pthread_mutex_t mu;     /* guards the three tables */
+    kube_overlay *overlay;  /* "pvc:ns/name" or "pv:name": our writes' answers */
+    struct lh_table *slow;  /* claim key -> util_duration* (monotonic time added) */
+    struct lh_table *final; /* claim keys whose last expansion failed finally */
+    struct lh_table *inuse; /* claim UIDs whose last expansion answered "in use" */
 };
 
 /* ---- tables ------------------------------------------------------------------------------- */
@@ -73,17 +68,6 @@ static void free_entry(struct lh_entry *e)
 {
     free(lh_entry_k(e));
     free((void *)lh_entry_v(e));
-}
-
-static void free_written(struct lh_entry *e)
-{
-    struct written *w = lh_entry_v(e);
-    free(lh_entry_k(e));
-    if (w) {
-        free(w->json);
-        free(w->rv);
-        free(w);
-    }
 }
 
 /* Puts (value != NULL, ownership taken) or removes `key`; caller holds mu. */
@@ -157,16 +141,8 @@ static char *overlay_key(const char *kind, const json_object *obj)
 
 static void overlay_put(rsz_ctrl *c, const char *kind, const json_object *obj)
 {
-    const char *rv = kobj_rv(obj);
-    if (!rv)
-        return;
-    struct written *w = util_calloc(1, sizeof(*w));
-    w->json = kobj_to_text(obj, NULL);
-    w->rv = util_strdup(rv);
     char *k = overlay_key(kind, obj);
-    pthread_mutex_lock(&c->mu);
-    table_set(c->overlay, k, w);
-    pthread_mutex_unlock(&c->mu);
+    kube_overlay_put(c->overlay, k, obj);
     free(k);
 }
 
@@ -176,22 +152,7 @@ static json_object *fresh(rsz_ctrl *c, const char *kind, json_object *cached)
     if (!cached)
         return NULL;
     char *k = overlay_key(kind, cached);
-    json_object *use = cached;
-    pthread_mutex_lock(&c->mu);
-    struct lh_entry *e = lh_table_lookup_entry(c->overlay, k);
-    if (e) {
-        const struct written *w = lh_entry_v(e);
-        if (kobj_rv_cmp(w->rv, kobj_rv(cached)) > 0) {
-            json_object *o = kobj_parse_text(w->json, strlen(w->json));
-            if (o) {
-                use = o;
-                json_object_put(cached);
-            }
-        } else {
-            lh_table_delete(c->overlay, k);
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
+    json_object *use = kube_overlay_fresh(c->overlay, k, cached);
     free(k);
     return use;
 }
@@ -240,8 +201,8 @@ static void forget_claim(rsz_ctrl *c, const json_object *pvc)
     char *key = kube_key(pvc);
     char *k = overlay_key("pvc", pvc);
     const char *uid = kobj_uid(pvc);
+    kube_overlay_forget(c->overlay, k);
     pthread_mutex_lock(&c->mu);
-    lh_table_delete(c->overlay, k);
     lh_table_delete(c->slow, key);
     lh_table_delete(c->final, key);
     lh_table_delete(c->inuse, uid ? uid : "");
@@ -639,7 +600,7 @@ int rsz_ctrl_start(const rsz_ctrl_opts *opts, const rsz_config *cfg, rsz_ctrl **
     c->o = *opts;
     c->cfg = *cfg;
     pthread_mutex_init(&c->mu, NULL);
-    c->overlay = lh_kchar_table_new(64, free_written);
+    c->overlay = kube_overlay_new();
     c->slow = lh_kchar_table_new(16, free_entry);
     c->final = lh_kchar_table_new(16, free_entry);
     c->inuse = lh_kchar_table_new(16, free_entry);
@@ -721,7 +682,7 @@ void rsz_ctrl_stop(rsz_ctrl *c)
     kube_informer_free(c->pvs);
     kube_informer_free(c->pods);
     wq_free(c->q);
-    lh_table_free(c->overlay);
+    kube_overlay_free(c->overlay);
     lh_table_free(c->slow);
     lh_table_free(c->final);
     lh_table_free(c->inuse);

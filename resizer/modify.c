@@ -38,6 +38,10 @@ struct rsz_modify {
     pthread_mutex_t mu;         /* guards the two sets */
     struct lh_table *uncertain; /* claim key -> "1" */
     struct lh_table *slow;      /* claim key -> util_duration* (monotonic time added) */
+    /* Claim key -> our last status write's answer: a sync before the watch
+     * shows it (a retry after the error, on a loaded machine) must not see
+     * the claim without the Infeasible it just wrote and call again. */
+    kube_overlay *written;
 };
 
 /* ---- the two sets ------------------------------------------------------------------------- */
@@ -114,9 +118,15 @@ static int patch(rsz_modify *m, const kube_resource *res, const json_object *obj
     int rc = kube_patch(m->o.kube, path, KUBE_PATCH_MERGE, text, &r);
     obs_v(5, "PATCH %s %s: %d", path, text, r.code);
     /* Only an answer the informer would take decides the next step. */
-    if (rc == 0 && answer && r.body && kube_object_check(res, r.body, kobj_name(obj)) == 0)
-        *answer = json_object_get(r.body);
-    else if (rc < 0)
+    if (rc == 0 && r.body && kube_object_check(res, r.body, kobj_name(obj)) == 0) {
+        if (pvc) {
+            char *key = kube_key(r.body);
+            kube_overlay_put(m->written, key, r.body);
+            free(key);
+        }
+        if (answer)
+            *answer = json_object_get(r.body);
+    } else if (rc < 0)
         rc = util_err_set(rc, "%s", r.message);
     kube_resp_clear(&r);
     free(path);
@@ -350,10 +360,13 @@ static int sync_claim(rsz_modify *m, const char *key)
     if (!slash)
         return 0;
     char *ns = strndup(key, (size_t)(slash - key));
-    json_object *pvc = kube_informer_get(m->pvcs, ns, slash + 1);
+    json_object *pvc =
+        kube_overlay_fresh(m->written, key, kube_informer_get(m->pvcs, ns, slash + 1));
     free(ns);
-    if (!pvc)
+    if (!pvc) {
+        kube_overlay_forget(m->written, key);
         return 0; /* deleted */
+    }
     int rc = 0;
     json_object *pv = NULL;
     const char *vol = kobj_path_str(pvc, "spec.volumeName");
@@ -425,6 +438,7 @@ void rsz_modify_pvc_deleted(rsz_modify *m, const json_object *pvc)
     char *key = kube_key(pvc);
     set_uncertain(m, key, false);
     slow_set(m, key, false);
+    kube_overlay_forget(m->written, key);
     wq_forget(m->q, key);
     free(key);
 }
@@ -451,6 +465,7 @@ int rsz_modify_new(const rsz_ctrl_opts *opts, const rsz_config *cfg, kube_inform
     pthread_mutex_init(&m->mu, NULL);
     m->uncertain = lh_kchar_table_new(16, free_entry);
     m->slow = lh_kchar_table_new(16, free_entry);
+    m->written = kube_overlay_new();
     char *qname = util_asprintf("%s-pvc", cfg->driver_name ? cfg->driver_name : "");
     m->q = wq_new(&(wq_opts){.name = qname,
                              .base_delay = opts->retry_start,
@@ -516,6 +531,7 @@ void rsz_modify_free(rsz_modify *m)
     wq_free(m->q);
     lh_table_free(m->uncertain);
     lh_table_free(m->slow);
+    kube_overlay_free(m->written);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }

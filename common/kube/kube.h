@@ -273,6 +273,24 @@ void kube_informer_each(kube_informer *inf, void (*fn)(void *ud, json_object *ob
 /* Calls fn for the objects whose index `name` has `key`. */
 int kube_informer_by_index(kube_informer *inf, const char *name, const char *key,
                            void (*fn)(void *ud, json_object *obj), void *ud);
+
+/*
+ * Own writes: what a controller wrote, kept until its informer shows that
+ * version or a newer one, so a sync that runs before the watch caught up
+ * decides on the object as it now is, not on the copy before our write
+ * (which would repeat a driver call, or undo a step). Keys are the
+ * caller's ("pvc:ns/name"); versions compare as the API server's numbers.
+ * Thread-safe.
+ */
+typedef struct kube_overlay kube_overlay;
+kube_overlay *kube_overlay_new(void);
+void kube_overlay_free(kube_overlay *o);
+/* Keeps a write's answer (an object with a resourceVersion; else nothing). */
+void kube_overlay_put(kube_overlay *o, const char *key, const json_object *answer);
+/* The fresher of `cached` (owned, NULL stays NULL) and our last write of
+ * `key`; an entry the cache caught up with is dropped. */
+json_object *kube_overlay_fresh(kube_overlay *o, const char *key, json_object *cached);
+void kube_overlay_forget(kube_overlay *o, const char *key);
 size_t kube_informer_count(kube_informer *inf);
 /* After a burst: the cache's and indexes' hash tables shrink to fit what
  * they hold now (kobj_table_shrink). */
