@@ -13,7 +13,9 @@
  *   controller.c  the informers, the attach/detach/PV workers and the
  *                 trivial handler for drivers without ControllerPublish.
  *   reconcile.c   the ListVolumes reconcile (--reconcile-sync).
- *   main.c        flags with upstream's names and defaults, start-up.
+ *   module.c      the controller module (common/sidecar): flags with
+ *                 upstream's names and defaults, capabilities, start, stop.
+ *   main.c        the standalone binary over it.
  *
  * Every object read from the API or the driver is type-checked through
  * common/kobj: a field of the wrong JSON type reads as missing.
@@ -49,6 +51,10 @@
 char *att_finalizer(const char *driver);
 /* The leader election lock name before sanitizing: "external-attacher-leader-<driver>". */
 char *att_lock_name(const char *driver);
+
+/* The attacher as a controller module (module.c; common/sidecar). */
+struct sidecar_module;
+extern const struct sidecar_module att_module;
 
 /* ---- configuration ------------------------------------------------------------------- */
 

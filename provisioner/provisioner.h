@@ -110,6 +110,10 @@ void prov_config_set_caps(prov_config *cfg, const csi_caps *caps, bool gate_topo
  */
 char *prov_identity(int64_t unix_ms, int rand4, const char *driver, const char *node);
 
+/* The provisioner as a controller module (module.c; common/sidecar). */
+struct sidecar_module;
+extern const struct sidecar_module prov_module;
+
 /* ---- outcome of a provisioning step --------------------------------------- */
 
 /* What a failure means for the claim (lib ProvisioningState). */

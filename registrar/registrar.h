@@ -12,7 +12,8 @@
  *   and puts them back when someone removes them.
  *
  * plan.c is the pure part (flag rules, the GetInfo answer, the health
- * verdict); kubelet.c and direct.c do the I/O; main.c wires them.
+ * verdict); kubelet.c and direct.c do the I/O; module.c wires them as a
+ * controller module (common/sidecar); main.c is the standalone binary.
  */
 #ifndef CSISIDECAR_REGISTRAR_H
 #define CSISIDECAR_REGISTRAR_H
@@ -56,6 +57,10 @@ typedef struct reg_config {
 } reg_config;
 
 enum { REG_EXIT_NOW = 1 };
+
+/* The registrar as a controller module (module.c; common/sidecar). */
+struct sidecar_module;
+extern const struct sidecar_module reg_module;
 
 /*
  * Applies upstream's rules: `--mode=kubelet-registration-probe` is

@@ -15,7 +15,9 @@
  *                 no clock (time is an argument), no global state.
  *   controller.c  the PVC and PV informers, the work queue and workers,
  *                 the driver call, the writes and the events.
- *   main.c        flags with upstream's names and defaults, start-up.
+ *   module.c      the controller module (common/sidecar): flags with
+ *                 upstream's names and defaults, capabilities, start, stop.
+ *   main.c        the standalone binary over it.
  *
  * Every object read from the API or the driver goes through common/kobj: a
  * field of the wrong JSON type reads as missing.
@@ -67,6 +69,10 @@
 
 /* The leader election lock name before sanitizing: "external-resizer-<driver>". */
 char *rsz_lock_name(const char *driver);
+
+/* The resizer as a controller module (module.c; common/sidecar). */
+struct sidecar_module;
+extern const struct sidecar_module rsz_module;
 /* The event source component: "external-resizer <driver>". */
 char *rsz_component(const char *driver);
 

@@ -19,7 +19,9 @@
  *                 write. No I/O, no clock (time is an argument).
  *   controller.c  the content and class informers, the queue and workers,
  *                 the driver calls, the writes and the events.
- *   main.c        flags with upstream's names and defaults, start-up.
+ *   module.c      the controller module (common/sidecar): flags with
+ *                 upstream's names and defaults, capabilities, start, stop.
+ *   main.c        the standalone binary over it.
  *
  * Volume group snapshots are not implemented (upstream's CSIVolumeGroupSnapshot
  * gate is accepted and said so); members of a group snapshot are left alone.
@@ -65,6 +67,10 @@
 /* The leader election lock name before sanitizing:
  * "external-snapshotter-leader-<driver with / as ->". */
 char *snap_lock_name(const char *driver);
+
+/* The snapshotter as a controller module (module.c; common/sidecar). */
+struct sidecar_module;
+extern const struct sidecar_module snap_module;
 /* The event source component: "csi-snapshotter <driver>". */
 char *snap_component(const char *driver);
 

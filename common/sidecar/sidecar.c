@@ -35,6 +35,9 @@ struct sidecar {
     pthread_t run_th;
     atomic_bool running;
     atomic_bool run_done; /* `run` returned: the controllers are up */
+    atomic_int exit_code; /* asked by sidecar_shutdown; -1: not asked */
+    unsigned caps_read;   /* SIDECAR_CAPS_* kinds in `caps` */
+    csi_caps caps;
 };
 
 /* ---- flags ----------------------------------------------------------------------- */
@@ -104,6 +107,19 @@ int sidecar_flags_add(util_flags *f, sidecar_flags *sf, unsigned which)
                          "size).");
     r |= obs_log_add_flags(f);
     return r ? -EINVAL : 0;
+}
+
+void sidecar_flags_cosi_leader(util_flags *f, sidecar_flags *sf)
+{
+    sf->leader_election = true;
+    sf->lease_duration = 150 * UTIL_SECOND;
+    sf->renew_deadline = 120 * UTIL_SECOND;
+    sf->retry_period = 60 * UTIL_SECOND;
+    static const char *const changed[] = {"leader-election", "leader-election-lease-duration",
+                                          "leader-election-renew-deadline",
+                                          "leader-election-retry-period"};
+    for (size_t i = 0; i < sizeof(changed) / sizeof(changed[0]); i++)
+        util_flags_redefault(f, changed[i]);
 }
 
 int sidecar_gates_parse(const char *text, const sidecar_gate *gates)
@@ -225,6 +241,8 @@ int sidecar_start(const sidecar_flags *sf, const sidecar_opts *opts, sidecar **o
     sigemptyset(&s->signals);
     sigaddset(&s->signals, SIGTERM);
     sigaddset(&s->signals, SIGINT);
+    sigaddset(&s->signals, SIGUSR1); /* sidecar_shutdown */
+    atomic_init(&s->exit_code, -1);
     pthread_sigmask(SIG_BLOCK, &s->signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -384,11 +402,15 @@ int sidecar_serve(sidecar *s, void (*run)(void *ud), void *ud)
     return kube_leader_start(s->leader_kube, &lo, &s->leader);
 }
 
-void sidecar_wait(sidecar *s)
+int sidecar_wait(sidecar *s)
 {
     int sig = 0;
     sigwait(&s->signals, &sig);
-    obs_info("received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    int code = atomic_load(&s->exit_code);
+    if (sig != SIGUSR1)
+        obs_info("received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    if (code < 0 || sig != SIGUSR1)
+        code = 0;
     /* Still starting (waiting minutes for a cache to sync from a slow API
      * server, say): nothing is ours to finish or hand over yet, and waiting
      * for the start would keep a pod in Terminating; upstream's sidecars die
@@ -398,8 +420,16 @@ void sidecar_wait(sidecar *s)
     if (!atomic_load(&s->run_done)) {
         obs_info("%s: exiting now",
                  atomic_load(&s->running) ? "the controllers are still starting" : "not leading");
-        _exit(0);
+        _exit(code);
     }
+    return code;
+}
+
+void sidecar_shutdown(sidecar *s, int code)
+{
+    int none = -1;
+    if (atomic_compare_exchange_strong(&s->exit_code, &none, code))
+        kill(getpid(), SIGUSR1);
 }
 
 csi_conn *sidecar_csi(sidecar *s)
@@ -430,6 +460,46 @@ obs_registry *sidecar_metrics(sidecar *s)
 kube_recorder *sidecar_recorder(sidecar *s)
 {
     return s->recorder;
+}
+
+int sidecar_caps(sidecar *s, unsigned which, csi_caps *caps, csi_status *st)
+{
+    *caps = (csi_caps){0};
+    memset(st, 0, sizeof(*st));
+    unsigned want = which & ~s->caps_read;
+    if (want & SIDECAR_CAPS_PLUGIN) {
+        Csi__V1__GetPluginCapabilitiesResponse *pc = NULL;
+        if (csi_get_plugin_capabilities(s->csi, s->o.timeout, &pc, st) < 0)
+            return -EIO;
+        csi_caps_from_plugin(&s->caps, pc);
+        csi__v1__get_plugin_capabilities_response__free_unpacked(pc, NULL);
+        s->caps_read |= SIDECAR_CAPS_PLUGIN;
+    }
+    if (want & SIDECAR_CAPS_CONTROLLER) {
+        Csi__V1__ControllerGetCapabilitiesResponse *cc = NULL;
+        if (csi_controller_get_capabilities(s->csi, s->o.timeout, &cc, st) < 0)
+            return -EIO;
+        csi_caps_from_controller(&s->caps, cc);
+        csi__v1__controller_get_capabilities_response__free_unpacked(cc, NULL);
+        s->caps_read |= SIDECAR_CAPS_CONTROLLER;
+    }
+    if (want & SIDECAR_CAPS_NODE) {
+        Csi__V1__NodeGetCapabilitiesResponse *nc = NULL;
+        if (csi_node_get_capabilities(s->csi, s->o.timeout, &nc, st) < 0)
+            return -EIO;
+        csi_caps_from_node(&s->caps, nc);
+        csi__v1__node_get_capabilities_response__free_unpacked(nc, NULL);
+        s->caps_read |= SIDECAR_CAPS_NODE;
+    }
+    if (which & SIDECAR_CAPS_PLUGIN) {
+        caps->plugin = s->caps.plugin;
+        caps->expansion = s->caps.expansion;
+    }
+    if (which & SIDECAR_CAPS_CONTROLLER)
+        caps->controller = s->caps.controller;
+    if (which & SIDECAR_CAPS_NODE)
+        caps->node = s->caps.node;
+    return 0;
 }
 
 void sidecar_free(sidecar *s)

@@ -50,6 +50,9 @@ typedef struct sidecar_flags {
 /* Fills upstream's defaults and registers the groups in `which`, plus the
  * logging flags. */
 int sidecar_flags_add(util_flags *f, sidecar_flags *sf, unsigned which);
+/* COSI's binaries elect always, with upstream's longer terms (on,
+ * 150 s / 120 s / 60 s): after sidecar_flags_add with SIDECAR_FLAGS_LEADER. */
+void sidecar_flags_cosi_leader(util_flags *f, sidecar_flags *sf);
 /* Checks the common flags after parsing (and applies the logging flags);
  * -EINVAL with one line naming the flag to fix. */
 int sidecar_flags_check(const util_flags *f, const sidecar_flags *sf);
@@ -116,10 +119,67 @@ int sidecar_http_handle(sidecar *s, const char *path, obs_http_fn fn, void *ud);
  * and exits 1, as upstream does.
  */
 int sidecar_serve(sidecar *s, void (*run)(void *ud), void *ud);
-/* Blocks until SIGTERM or SIGINT. When `run` has not returned yet (the
+/* Blocks until SIGTERM or SIGINT, or sidecar_shutdown; returns the exit
+ * code asked for (0 on a signal). When `run` has not returned yet (the
  * controllers are still starting, or this replica does not lead yet) the
- * process exits 0 right here. */
-void sidecar_wait(sidecar *s);
+ * process exits right here. */
+int sidecar_wait(sidecar *s);
+/* Asks sidecar_wait to return `code` (any thread; the first ask wins). */
+void sidecar_shutdown(sidecar *s, int code);
+
+/*
+ * One controller of the family as a module: what its standalone binary and
+ * (later) the all-in-one process need to know of it. The module keeps its
+ * flags and state behind `state`; the runner owns the order:
+ *   new (register flags) -> parse -> sidecar_flags_check -> configure ->
+ *   "Version:" -> sidecar_start -> prepare -> [lead] start -> SIGTERM ->
+ *   stop -> free -> sidecar_free.
+ * Every function but `new` and `free` may fail with -errno and one line in
+ * util_err_last(); the runner prints "<prog>: <line>" and exits 1.
+ */
+typedef struct sidecar_module {
+    const char *name;  /* "attacher": its name among controllers */
+    const char *prog;  /* "csi-attacher": the standalone binary */
+    const char *title; /* "the attacher": in "cannot start the attacher: ..." */
+    unsigned which;    /* the common flag groups it takes */
+    int malloc_arenas; /* M_ARENA_MAX of its binary (0: glibc's default) */
+    /* Its flags with upstream's defaults; may change `common`'s defaults. */
+    void *(*new)(util_flags *f, sidecar_flags *common);
+    /* After parsing: its own checks, and what sidecar_start needs in `so`
+     * (component, which, timeout, probe, release_on_exit ...).
+     * SIDECAR_MODULE_DONE: nothing to run, the binary exits 0. */
+    int (*configure)(void *state, const util_flags *f, sidecar_opts *so);
+    /* The lease's name for a driver (caller frees); NULL: so->component. */
+    char *(*lock_name)(const char *driver);
+    /* Connected: reads the driver's capabilities, builds its configuration. */
+    int (*prepare)(void *state, sidecar *s);
+    /* On the controllers' thread, once this replica leads. */
+    int (*start)(void *state);
+    /* After SIGTERM or sidecar_shutdown, once `start` has returned; < 0:
+     * the stop went wrong and the binary exits 1. */
+    int (*stop)(void *state);
+    void (*free)(void *state);
+} sidecar_module;
+
+enum { SIDECAR_MODULE_DONE = 1 };
+
+/* A standalone binary: runs `m` as above; returns the exit code. */
+int sidecar_module_main(const sidecar_module *m, const char *version, int argc, char **argv);
+
+/* Which capabilities sidecar_caps reads. */
+enum {
+    SIDECAR_CAPS_PLUGIN = 1 << 0,     /* GetPluginCapabilities */
+    SIDECAR_CAPS_CONTROLLER = 1 << 1, /* ControllerGetCapabilities */
+    SIDECAR_CAPS_NODE = 1 << 2,       /* NodeGetCapabilities */
+};
+
+/*
+ * The driver's capabilities of the kinds in `which`, each asked once per
+ * process and kept: controllers sharing one driver connection ask it once.
+ * 0 with *caps filled (kinds not asked stay 0), or -EIO with the failed
+ * call's status in *st (the caller words the message, as upstream does).
+ */
+int sidecar_caps(sidecar *s, unsigned which, csi_caps *caps, csi_status *st);
 
 /* The common/csi call hook feeding csi_sidecar_operations_seconds. */
 void sidecar_csi_hook(void *ud, const char *method, const char *code_name, util_duration took);

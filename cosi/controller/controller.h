@@ -13,7 +13,9 @@
  *                 lease name. No I/O, no clock, no global state.
  *   controller.c  the informers (claims in all namespaces, Buckets, classes),
  *                 the work queue and its workers, the writes.
- *   main.c        flags (upstream's plus the common sidecar ones), start-up.
+ *   module.c      the controller module (common/sidecar): flags (upstream's
+ *                 plus the common sidecar ones), start, stop.
+ *   main.c        the standalone binary over it.
  *
  * One step per write, in an order that is safe after a crash between any two:
  * the claim's finalizer first (the intent), then the Bucket (created or
@@ -172,5 +174,9 @@ typedef struct cctl_ctrl_opts {
 /* Starts the informers (waits for their first lists) and the workers. */
 int cctl_ctrl_start(const cctl_ctrl_opts *opts, cctl_ctrl **out);
 void cctl_ctrl_stop(cctl_ctrl *c);
+
+/* The controller as a module (module.c; common/sidecar). */
+struct sidecar_module;
+extern const struct sidecar_module cctl_module;
 
 #endif

@@ -15,7 +15,9 @@
  *                   BucketInfo JSON (Go's json.Marshal, byte for byte) and
  *                   the Secret that carries it.
  *   controller.c    informers, the two work queues, the syncs' I/O.
- *   main.c          flags with upstream's names and defaults, start-up.
+ *   module.c        the controller module (common/sidecar): flags with
+ *                   upstream's names and defaults, start, stop.
+ *   main.c          the standalone binary over it.
  *
  * The plan files are pure: no I/O, no clock, no global state. Every object
  * is read through common/kobj, so a field of the wrong JSON type reads as
@@ -303,5 +305,9 @@ typedef struct csc_ctrl_opts {
 int csc_ctrl_new(const csc_ctrl_opts *opts, csc_ctrl **out);
 /* Stops and frees; NULL allowed. */
 void csc_ctrl_free(csc_ctrl *c);
+
+/* The sidecar as a controller module (module.c; common/sidecar). */
+struct sidecar_module;
+extern const struct sidecar_module csc_module;
 
 #endif
