@@ -249,6 +249,16 @@ static void test_update_needs_sync_rows(void **state)
         {"the being-created annotation removed: no sync",
          "{`metadata`:{`resourceVersion`:`1`,`annotations`:{" BEING_CRE ",`a`:`b`}}}",
          "{`metadata`:{`resourceVersion`:`2`,`annotations`:{`a`:`b`}}}", false},
+        {"the last annotation, being-created, removed and the map gone (the API server's "
+         "answer): no sync",
+         "{`metadata`:{`resourceVersion`:`1`,`annotations`:{" BEING_CRE "}}}",
+         "{`metadata`:{`resourceVersion`:`2`}}", false},
+        {"the last annotation, being-created, removed leaving an empty map: no sync",
+         "{`metadata`:{`resourceVersion`:`1`,`annotations`:{" BEING_CRE "}}}",
+         "{`metadata`:{`resourceVersion`:`2`,`annotations`:{}}}", false},
+        {"being-created set on a content without annotations: no sync",
+         "{`metadata`:{`resourceVersion`:`1`,`annotations`:{}}}",
+         "{`metadata`:{`resourceVersion`:`2`,`annotations`:{" BEING_CRE "}}}", false},
         {"the being-created annotation removed from a content being deleted: sync (the "
          "deletion it held back goes on)",
          "{`metadata`:{`resourceVersion`:`1`," DELETING "`annotations`:{" BEING_CRE "," BEING_DEL
