@@ -137,6 +137,21 @@ void util_flags_usage(const util_flags *f, FILE *out);
  */
 int util_flags_parse_or_exit(util_flags *f, int argc, char **argv);
 
+/*
+ * A scope of `f`: every flag registered or asked of it by name is
+ * "<prefix><name>" in `f` (a module's flags as "--attacher-timeout" in a
+ * process hosting several). Parse and print usage with `f`; a scope lives
+ * as long as `f` and is not freed on its own.
+ */
+util_flags *util_flags_scope(util_flags *f, const char *prefix);
+/* After parsing: each flag of `scope` not given, whose unprefixed name is a
+ * flag of the same type given on the command line, takes that value (a
+ * global flag applies to every scope unless a scope's own overrides it).
+ * Returns how many were taken. */
+int util_flags_inherit(util_flags *scope);
+/* The full name of a flag of `scope` given on the command line, or NULL. */
+const char *util_flags_scope_first_set(const util_flags *scope);
+
 /* ---- strings ----------------------------------------------------------- */
 
 /* strdup that aborts on out-of-memory (allocation failure is not an input

@@ -47,7 +47,25 @@ struct util_flags {
     struct flag_def *defs;
     size_t n, cap;
     bool show_version; /* target of the built-in -version */
+    /* A scope (util_flags_scope) holds no flags: it names them in `parent`. */
+    util_flags *parent;
+    char *prefix;        /* owned; a scope's */
+    util_flags **scopes; /* owned; the root's */
+    size_t n_scopes;
 };
+
+/* The flag set a name lives in, and its full name there ("<prefix><name>";
+ * *owned to free when it had to be made). */
+static util_flags *in_root(const util_flags *f, const char *name, const char **full, char **owned)
+{
+    *owned = NULL;
+    *full = name;
+    if (f->parent == NULL)
+        return (util_flags *)f;
+    *owned = util_asprintf("%s%s", f->prefix, name);
+    *full = *owned;
+    return f->parent;
+}
 
 static const char ERR_PARSE[] = "parse error";
 static const char ERR_RANGE[] = "value out of range";
@@ -322,8 +340,13 @@ util_flags *util_flags_new(const char *prog, const char *version)
 
 void util_flags_free(util_flags *f)
 {
-    if (f == NULL)
+    if (f == NULL || f->parent != NULL)
         return;
+    for (size_t i = 0; i < f->n_scopes; i++) {
+        free(f->scopes[i]->prefix);
+        free(f->scopes[i]);
+    }
+    free(f->scopes);
     for (size_t i = 0; i < f->n; i++) {
         free(f->defs[i].name);
         free(f->defs[i].help);
@@ -350,11 +373,25 @@ static struct flag_def *find(const util_flags *f, const char *name)
 
 /* Adds a definition (or takes over the built-in -version) and points *out
  * at it; returns 0 or a negative errno. */
+static int add_root(util_flags *f, const char *name, enum flag_kind kind, void *dst,
+                    const char *help, struct flag_def **out);
+
 static int add(util_flags *f, const char *name, enum flag_kind kind, void *dst, const char *help,
                struct flag_def **out)
 {
     if (f == NULL || name == NULL)
         return util_err_set(-EINVAL, "flag: missing flag set or name");
+    const char *full;
+    char *owned;
+    util_flags *root = in_root(f, name, &full, &owned);
+    int rc = add_root(root, full, kind, dst, help, out);
+    free(owned);
+    return rc;
+}
+
+static int add_root(util_flags *f, const char *name, enum flag_kind kind, void *dst,
+                    const char *help, struct flag_def **out)
+{
     /* Go panics on these: "-x" could never be given, "a=b" never parsed. */
     if (name[0] == '\0' || name[0] == '-' || strchr(name, '=') != NULL)
         return util_err_set(-EINVAL, "flag %s: bad flag name", name);
@@ -445,7 +482,13 @@ int util_flags_duration(util_flags *f, const char *name, util_duration *dst, con
 
 int util_flags_redefault(util_flags *f, const char *name)
 {
-    struct flag_def *d = f != NULL && name != NULL ? find(f, name) : NULL;
+    if (f == NULL || name == NULL)
+        return -ENOENT;
+    const char *full;
+    char *owned;
+    const util_flags *root = in_root(f, name, &full, &owned);
+    struct flag_def *d = find(root, full);
+    free(owned);
     if (d == NULL || d->dst == NULL)
         return -ENOENT;
     switch (d->kind) {
@@ -606,6 +649,8 @@ static int parse_one(util_flags *f, int argc, char **argv, int *i, bool *help)
 
 int util_flags_parse(util_flags *f, int argc, char **argv, int *first_arg)
 {
+    if (f != NULL && f->parent != NULL)
+        f = f->parent;
     int i = 1;
     int rc = 0;
     bool help = false;
@@ -639,8 +684,87 @@ bool util_flags_is_set(const util_flags *f, const char *name)
 {
     if (f == NULL || name == NULL)
         return false;
-    const struct flag_def *d = find(f, name);
+    const char *full;
+    char *owned;
+    const util_flags *root = in_root(f, name, &full, &owned);
+    const struct flag_def *d = find(root, full);
+    free(owned);
     return d != NULL && d->set;
+}
+
+/* ---- scopes -------------------------------------------------------------- */
+
+util_flags *util_flags_scope(util_flags *f, const char *prefix)
+{
+    if (f == NULL || prefix == NULL)
+        return NULL;
+    while (f->parent != NULL)
+        f = f->parent;
+    util_flags *sc = util_calloc(1, sizeof(*sc));
+    sc->parent = f;
+    sc->prefix = util_strdup(prefix);
+    sc->prog = f->prog;
+    util_flags **scopes = realloc(f->scopes, (f->n_scopes + 1) * sizeof(*scopes));
+    if (scopes == NULL) {
+        fputs("util: out of memory\n", stderr);
+        abort();
+    }
+    f->scopes = scopes;
+    f->scopes[f->n_scopes++] = sc;
+    return sc;
+}
+
+static size_t kind_size(enum flag_kind kind)
+{
+    switch (kind) {
+    case FLAG_BOOL:
+        return sizeof(bool);
+    case FLAG_INT:
+        return sizeof(int);
+    case FLAG_INT64:
+        return sizeof(int64_t);
+    case FLAG_DOUBLE:
+        return sizeof(double);
+    case FLAG_STRING:
+        return sizeof(const char *);
+    case FLAG_DURATION:
+        return sizeof(util_duration);
+    default:
+        return 0;
+    }
+}
+
+int util_flags_inherit(util_flags *scope)
+{
+    if (scope == NULL || scope->parent == NULL)
+        return 0;
+    const util_flags *root = scope->parent;
+    size_t plen = strlen(scope->prefix);
+    int n = 0;
+    for (size_t i = 0; i < root->n; i++) {
+        const struct flag_def *d = &root->defs[i];
+        if (d->set || d->dst == NULL || strncmp(d->name, scope->prefix, plen) != 0)
+            continue;
+        const struct flag_def *g = find(root, d->name + plen);
+        if (g == NULL || !g->set || g->kind != d->kind || g->dst == NULL)
+            continue;
+        memcpy(d->dst, g->dst, kind_size(d->kind));
+        n++;
+    }
+    return n;
+}
+
+const char *util_flags_scope_first_set(const util_flags *scope)
+{
+    if (scope == NULL || scope->parent == NULL)
+        return NULL;
+    const util_flags *root = scope->parent;
+    size_t plen = strlen(scope->prefix);
+    for (size_t i = 0; i < root->n; i++) {
+        if (root->defs[i].set && strncmp(root->defs[i].name, scope->prefix, plen) == 0)
+            return root->defs[i].name;
+    }
+    return NULL;
 }
 
 /* ---- usage -------------------------------------------------------------- */
@@ -757,6 +881,8 @@ static void put_flag(const struct flag_def *d, FILE *out)
 
 void util_flags_usage(const util_flags *f, FILE *out)
 {
+    if (f != NULL && f->parent != NULL)
+        f = f->parent;
     if (f == NULL || out == NULL)
         return;
     if (f->prog[0] != '\0')

@@ -967,6 +967,95 @@ static void test_flags_redefault_shows_the_new_default(void **state)
     util_flags_free(f);
 }
 
+/* A scope names its flags "<prefix><name>" in the root; a global flag of the
+ * same name and type applies unless the scope's own was given. */
+static void test_flags_scope_prefixes_and_inherits(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *row;
+        const char *args[4];
+        int argc;
+        util_duration want_global, want_a, want_b;
+        int want_workers_a;
+        const char *first_set_b; /* NULL: none of b's given */
+    } rows[] = {
+        {"defaults", {"p"}, 1, 15 * UTIL_SECOND, 30 * UTIL_SECOND, 60 * UTIL_SECOND, 10, NULL},
+        {"global applies to both",
+         {"p", "--timeout=5s"},
+         2,
+         5 * UTIL_SECOND,
+         5 * UTIL_SECOND,
+         5 * UTIL_SECOND,
+         10,
+         NULL},
+        {"own overrides global",
+         {"p", "--timeout=5s", "--b-timeout=7s"},
+         3,
+         5 * UTIL_SECOND,
+         5 * UTIL_SECOND,
+         7 * UTIL_SECOND,
+         10,
+         "b-timeout"},
+        {"own alone",
+         {"p", "-a-timeout", "2s"},
+         3,
+         15 * UTIL_SECOND,
+         2 * UTIL_SECOND,
+         60 * UTIL_SECOND,
+         10,
+         NULL},
+        {"no global workers: a's own",
+         {"p", "--a-workers=3"},
+         2,
+         15 * UTIL_SECOND,
+         30 * UTIL_SECOND,
+         60 * UTIL_SECOND,
+         3,
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        util_flags *f = util_flags_new("p", NULL);
+        util_duration global = 15 * UTIL_SECOND, ta = 30 * UTIL_SECOND, tb = 60 * UTIL_SECOND;
+        int wa = 10;
+        assert_int_equal(util_flags_duration(f, "timeout", &global, "g"), 0);
+        util_flags *a = util_flags_scope(f, "a-");
+        util_flags *b = util_flags_scope(f, "b-");
+        assert_int_equal(util_flags_duration(a, "timeout", &ta, "a"), 0);
+        assert_int_equal(util_flags_int(a, "workers", &wa, "a"), 0);
+        assert_int_equal(util_flags_duration(b, "timeout", &tb, "b"), 0);
+        assert_int_equal(util_flags_duration(a, "timeout", &ta, "a"), -EEXIST);
+        assert_int_equal(util_flags_parse(f, rows[i].argc, (char **)rows[i].args, NULL), 0);
+        util_flags_inherit(a);
+        util_flags_inherit(b);
+        if (global != rows[i].want_global || ta != rows[i].want_a || tb != rows[i].want_b ||
+            wa != rows[i].want_workers_a)
+            fail_msg("%s: global %lld a %lld b %lld workers %d", rows[i].row, (long long)global,
+                     (long long)ta, (long long)tb, wa);
+        const char *first = util_flags_scope_first_set(b);
+        if ((first == NULL) != (rows[i].first_set_b == NULL) ||
+            (first != NULL && strcmp(first, rows[i].first_set_b) != 0))
+            fail_msg("%s: first set of b: %s", rows[i].row, first ? first : "(none)");
+        assert_int_equal(util_flags_is_set(b, "timeout"), rows[i].first_set_b != NULL);
+        assert_int_equal(util_flags_redefault(a, "timeout"), 0);
+        assert_int_equal(util_flags_redefault(a, "nope"), -ENOENT);
+        util_flags_free(f);
+    }
+    /* Usage through a scope is the root's, with the full names. */
+    util_flags *f = util_flags_new("p", NULL);
+    int w = 1;
+    util_flags *a = util_flags_scope(f, "attacher-");
+    assert_int_equal(util_flags_int(a, "worker-threads", &w, "Workers."), 0);
+    char *out = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&out, &len);
+    util_flags_usage(a, mem);
+    fclose(mem);
+    assert_non_null(strstr(out, "-attacher-worker-threads int"));
+    free(out);
+    util_flags_free(f);
+}
+
 static void test_flags_usage_prints_go_defaults(void **state)
 {
     (void)state;
@@ -1508,6 +1597,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_base64_decode_is_strict_standard_padded),
         cmocka_unit_test(test_flags_redefault_shows_the_new_default),
+        cmocka_unit_test(test_flags_scope_prefixes_and_inherits),
         cmocka_unit_test(test_duration_parse_accepts_go_syntax),
         cmocka_unit_test(test_duration_parse_rejects_bad_syntax_and_overflow),
         cmocka_unit_test(test_duration_format_matches_go_string),
