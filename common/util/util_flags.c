@@ -704,7 +704,7 @@ util_flags *util_flags_scope(util_flags *f, const char *prefix)
     sc->parent = f;
     sc->prefix = util_strdup(prefix);
     sc->prog = f->prog;
-    util_flags **scopes = realloc(f->scopes, (f->n_scopes + 1) * sizeof(*scopes));
+    util_flags **scopes = realloc(f->scopes, (f->n_scopes + 1) * sizeof(util_flags *));
     if (scopes == NULL) {
         fputs("util: out of memory\n", stderr);
         abort();
