@@ -98,7 +98,7 @@ $(LIB): $(LIB_OBJS)
 # Each program folder builds a static library of its files without main()
 # (so tests can link its pure parts) and a binary from the file with main().
 
-APP_DIRS  := $(foreach d,provisioner resizer snapshotter attacher registrar livenessprobe cosi/controller cosi/sidecar hack/example-driver hack/example-cosi-driver hack/kube-lite hack/kubelet-sim hack/snapshot-controller-sim,$(if $(wildcard $(d)/*.c),$(d)))
+APP_DIRS  := $(foreach d,provisioner resizer snapshotter attacher registrar sidecars livenessprobe cosi/controller cosi/sidecar hack/example-driver hack/example-cosi-driver hack/kube-lite hack/kubelet-sim hack/snapshot-controller-sim,$(if $(wildcard $(d)/*.c),$(d)))
 bin_name   = $(if $(filter hack/example-driver,$(1)),example-csi-driver,$(if $(filter cosi/%,$(1)),objectstorage-$(notdir $(1)),$(if $(filter registrar,$(1)),csi-node-driver-registrar,$(if $(filter livenessprobe,$(1)),livenessprobe,$(if $(filter hack/%,$(1)),$(notdir $(1)),csi-$(notdir $(1)))))))
 app_main   = $(shell grep -l '^int main' $(1)/*.c 2>/dev/null)
 app_lib    = $(B)/lib/lib$(subst /,-,$(1)).a
@@ -116,10 +116,12 @@ ifneq ($(call app_main,$(1)),)
 $(B)/bin/$(call bin_name,$(1)): $(patsubst %.c,$(B)/obj/%.o,$(call app_main,$(1))) $(call app_lib,$(1)) $(LIB)
 	@mkdir -p $$(@D)
 	$$(call say,LD,$$@)
-	$$(Q)$$(CC) $$(LDFLAGS) $$^ $$(PKG_LIBS) -o $$@
+	$$(Q)$$(CC) $$(LDFLAGS) $$(filter-out $$(LIB),$$^) $$(LIB) $$(PKG_LIBS) -o $$@
 endif
 endef
 $(foreach d,$(APP_DIRS),$(eval $(call APP_RULE,$(d))))
+# csi-sidecars hosts the controller modules of the other folders.
+$(B)/bin/csi-sidecars: $(foreach d,provisioner attacher resizer snapshotter,$(call app_lib,$(d)))
 
 # ---- tests ------------------------------------------------------------------
 # tests/<suite>/test_*.c: one binary each; other tests/<suite>/*.c are helper
@@ -193,7 +195,7 @@ test: deps
 	$(MAKE) -j$(JOBS) SAN=1 B=build/asan tests
 	tests/run.sh --all $(B) build/asan
 
-SRC_DIRS     := $(wildcard common tests hack provisioner resizer snapshotter attacher registrar livenessprobe cosi)
+SRC_DIRS     := $(wildcard common tests hack provisioner resizer snapshotter attacher registrar livenessprobe cosi sidecars)
 FORMAT_FILES  = $(shell find $(SRC_DIRS) -name '*.[ch]' -not -path '*/build/*' | sort)
 LINT_SRCS     = $(filter %.c,$(FORMAT_FILES))
 

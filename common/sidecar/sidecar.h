@@ -166,6 +166,12 @@ enum { SIDECAR_MODULE_DONE = 1 };
 /* A standalone binary: runs `m` as above; returns the exit code. */
 int sidecar_module_main(const sidecar_module *m, const char *version, int argc, char **argv);
 
+/* Several modules in one process (csi-sidecars): --controllers= picks
+ * them; each module's flags are also --<name>-<flag>; one driver
+ * connection, API client, lease and HTTP endpoint. Returns the exit code. */
+int sidecar_multi_main(const char *prog, const sidecar_module *const *mods, size_t n,
+                       const char *version, int argc, char **argv);
+
 /* Which capabilities sidecar_caps reads. */
 enum {
     SIDECAR_CAPS_PLUGIN = 1 << 0,     /* GetPluginCapabilities */
