@@ -78,9 +78,6 @@ static void *mod_new(util_flags *f, sidecar_flags *common)
     m->node_deployment_max_delay = 60 * UTIL_SECOND;
     m->prevent_volume_mode_conversion = true;
     m->feature_gates = "";
-    util_flags_string(f, "master", &common->master,
-                      "Master URL to build a client config from. Either this or kubeconfig needs "
-                      "to be set if the provisioner is being run out of cluster.");
     util_flags_string(f, "volume-name-prefix", &m->volume_name_prefix,
                       "Prefix to apply to the name of a created volume.");
     util_flags_int(f, "volume-name-uuid-length", &m->volume_name_uuid_length,
@@ -367,7 +364,7 @@ static int mod_prepare(void *state, sidecar *s)
     m->opts = (prov_ctrl_opts){
         .csi = sidecar_csi(s),
         .kube = sidecar_kube(s),
-        .recorder = sidecar_recorder(s),
+        .recorder = sidecar_recorder_for(s, prov_module.prog),
         .metrics = sidecar_metrics(s),
         .timeout = m->timeout,
         .retry_start = m->retry_start,
@@ -430,7 +427,8 @@ const sidecar_module prov_module = {
     .name = "provisioner",
     .prog = "csi-provisioner",
     .title = "the provisioner",
-    .which = SIDECAR_FLAGS_CSI | SIDECAR_FLAGS_KUBE | SIDECAR_FLAGS_LEADER | SIDECAR_FLAGS_HTTP,
+    .which = SIDECAR_FLAGS_CSI | SIDECAR_FLAGS_KUBE | SIDECAR_FLAGS_MASTER | SIDECAR_FLAGS_LEADER |
+             SIDECAR_FLAGS_HTTP,
     /* After a burst of claims each arena keeps pages pinned by a few live
      * chunks. Two: private dirty after 1,000 claims and 60 s of quiet 7.4 ->
      * 5.8 MiB at the same CPU per volume (bench_provision.sh, QUIET_S=60);

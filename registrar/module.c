@@ -76,7 +76,7 @@ static int start_direct(reg_module_state *m, const char *driver)
     if (r < 0)
         return r;
     reg_direct_opts dopts = {.kube = sidecar_kube(m->s),
-                             .events = sidecar_recorder(m->s),
+                             .events = sidecar_recorder_for(m->s, reg_module.prog),
                              .node_name = m->cfg.node_name,
                              .driver = &m->nd};
     return reg_direct_start(&dopts, &m->dm);

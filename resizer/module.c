@@ -41,9 +41,6 @@ static void *mod_new(util_flags *f, sidecar_flags *common)
     m->retry_max = 5 * UTIL_MINUTE;
     m->handle_inuse = true;
     m->feature_gates = "";
-    util_flags_string(f, "master", &common->master,
-                      "Master URL to build a client config from. Either this or kubeconfig needs "
-                      "to be set if the provisioner is being run out of cluster.");
     util_flags_duration(f, "resync-period", &m->resync, "Resync period for cache");
     util_flags_int(f, "workers", &m->workers, "Concurrency to process multiple resize requests");
     util_flags_bool(f, "extra-modify-metadata", &m->extra_modify_metadata,
@@ -238,7 +235,8 @@ const sidecar_module rsz_module = {
     .name = "resizer",
     .prog = "csi-resizer",
     .title = "the resizer",
-    .which = SIDECAR_FLAGS_CSI | SIDECAR_FLAGS_KUBE | SIDECAR_FLAGS_LEADER | SIDECAR_FLAGS_HTTP,
+    .which = SIDECAR_FLAGS_CSI | SIDECAR_FLAGS_KUBE | SIDECAR_FLAGS_MASTER | SIDECAR_FLAGS_LEADER |
+             SIDECAR_FLAGS_HTTP,
     /* The workers mostly wait on the API server and the driver. */
     .malloc_arenas = 1,
     .new = mod_new,

@@ -51,6 +51,14 @@ static int pick(struct multi *mx, const char *list)
     return rc;
 }
 
+static size_t enabled(const struct multi *mx)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < mx->n; i++)
+        k += mx->h[i].enabled;
+    return k;
+}
+
 static const char *lock_name(void *ud, const char *driver)
 {
     struct multi *mx = ud;
@@ -132,9 +140,19 @@ int sidecar_multi_main(const char *prog, const sidecar_module *const *mods, size
             continue;
         util_flags_inherit(h->scope);
         sidecar_opts o = {.component = prog, .version = version, .which = h->m->which};
+        bool elect = common.leader_election;
         int rc = h->m->configure(h->state, h->scope, &o);
         if (rc < 0) {
             fprintf(stderr, "%s: %s: %s\n", prog, h->m->name, util_err_last());
+            exit(1);
+        }
+        /* The provisioner's --node-deployment turns the election off: one
+         * process has one election, so it cannot stay on for the others. */
+        if (elect && !common.leader_election && enabled(&mx) > 1) {
+            fprintf(stderr,
+                    "%s: --%s-node-deployment turns leader election off, which the other "
+                    "controllers need: run it in a csi-sidecars of its own\n",
+                    prog, h->m->name);
             exit(1);
         }
         if (rc == SIDECAR_MODULE_DONE)

@@ -28,6 +28,11 @@ struct sidecar {
     kube_client *kube;
     kube_client *leader_kube;
     kube_recorder *recorder;
+    struct {
+        char *component;
+        kube_recorder *r;
+    } * recorders; /* sidecar_recorder_for: the modules' own */
+    size_t n_recorders;
     obs_http *http;
     kube_leader *leader;
     void (*run)(void *ud);
@@ -69,6 +74,11 @@ int sidecar_flags_add(util_flags *f, sidecar_flags *sf, unsigned which)
         r |= util_flags_int(f, "kube-api-burst", &sf->kube_api_burst,
                             "Burst to use while communicating with the kubernetes apiserver.");
     }
+    if (which & SIDECAR_FLAGS_MASTER)
+        r |= util_flags_string(f, "master", &sf->master,
+                               "Master URL to build a client config from. Either this or "
+                               "kubeconfig needs to be set if the provisioner is being run out of "
+                               "cluster.");
     if (which & SIDECAR_FLAGS_LEADER) {
         r |= util_flags_bool(f, "leader-election", &sf->leader_election, "Enable leader election.");
         r |= util_flags_string(f, "leader-election-namespace", &sf->leader_election_namespace,
@@ -231,6 +241,13 @@ static int start_cosi(sidecar *s, const sidecar_flags *sf, const sidecar_opts *o
     return 0;
 }
 
+static kube_recorder *recorder_new(sidecar *s, const char *component)
+{
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    return kube_recorder_new(s->kube, component, host);
+}
+
 int sidecar_start(const sidecar_flags *sf, const sidecar_opts *opts, sidecar **out)
 {
     *out = NULL;
@@ -306,9 +323,7 @@ int sidecar_start(const sidecar_flags *sf, const sidecar_opts *opts, sidecar **o
         free(ua);
         if (r < 0)
             goto fail;
-        char host[256] = "";
-        gethostname(host, sizeof(host) - 1);
-        s->recorder = kube_recorder_new(s->kube, opts->component, host);
+        s->recorder = recorder_new(s, opts->component);
     }
     const char *addr =
         sf->http_endpoint && *sf->http_endpoint ? sf->http_endpoint : sf->metrics_address;
@@ -462,6 +477,23 @@ kube_recorder *sidecar_recorder(sidecar *s)
     return s->recorder;
 }
 
+kube_recorder *sidecar_recorder_for(sidecar *s, const char *component)
+{
+    if (!s->kube)
+        return NULL;
+    if (strcmp(component, s->o.component) == 0)
+        return s->recorder;
+    for (size_t i = 0; i < s->n_recorders; i++)
+        if (strcmp(s->recorders[i].component, component) == 0)
+            return s->recorders[i].r;
+    s->recorders = realloc(s->recorders, (s->n_recorders + 1) * sizeof(*s->recorders));
+    if (!s->recorders)
+        abort();
+    s->recorders[s->n_recorders].component = util_strdup(component);
+    s->recorders[s->n_recorders].r = recorder_new(s, component);
+    return s->recorders[s->n_recorders++].r;
+}
+
 int sidecar_caps(sidecar *s, unsigned which, csi_caps *caps, csi_status *st)
 {
     *caps = (csi_caps){0};
@@ -511,6 +543,11 @@ void sidecar_free(sidecar *s)
     kube_leader_stop(s->leader);
     obs_http_free(s->http);
     kube_recorder_free(s->recorder, 2 * UTIL_SECOND);
+    for (size_t i = 0; i < s->n_recorders; i++) {
+        kube_recorder_free(s->recorders[i].r, 2 * UTIL_SECOND);
+        free(s->recorders[i].component);
+    }
+    free(s->recorders);
     kube_client_free(s->leader_kube);
     kube_client_free(s->kube);
     kube_config_free(s->cfg);

@@ -26,13 +26,14 @@ enum {
     SIDECAR_FLAGS_LEADER = 1 << 2, /* --leader-election* */
     SIDECAR_FLAGS_HTTP = 1 << 3,   /* --http-endpoint, --metrics-address, --metrics-path */
     SIDECAR_FLAGS_COSI = 1 << 4,   /* --driver-addr: a COSI driver (name from DriverGetInfo) */
+    SIDECAR_FLAGS_MASTER = 1 << 5, /* --master (the provisioner's and the resizer's) */
 };
 
 typedef struct sidecar_flags {
     const char *csi_address;
     const char *driver_addr; /* COSI */
     const char *kubeconfig;
-    const char *master; /* only for binaries that register it themselves */
+    const char *master; /* SIDECAR_FLAGS_MASTER */
     double kube_api_qps;
     int kube_api_burst;
     bool leader_election;
@@ -107,6 +108,11 @@ kube_client *sidecar_kube(sidecar *s);
 kube_config *sidecar_kube_config(sidecar *s);
 obs_registry *sidecar_metrics(sidecar *s);
 kube_recorder *sidecar_recorder(sidecar *s);
+/* The recorder whose events name `component` as their source: a module's
+ * events carry its standalone binary's name in csi-sidecars too. The
+ * process's own when the names match; else one made on first use, owned by
+ * `s`. NULL without the API client. Call before sidecar_serve. */
+kube_recorder *sidecar_recorder_for(sidecar *s, const char *component);
 
 /* The HTTP endpoint's port (0 without one); useful with port 0. */
 int sidecar_http_port(sidecar *s);

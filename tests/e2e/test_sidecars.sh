@@ -62,6 +62,13 @@ fails "a flag of a controller that is not enabled" \
 fails "a controller's own check names the controller" \
   "csi-sidecars: provisioner: --worker-threads must be at least 1" \
   --controllers=provisioner --provisioner-worker-threads=0
+out=$(NODE_NAME=node-1 "$ALL" --controllers=provisioner,attacher --leader-election --provisioner-node-deployment 2>&1)
+check "--provisioner-node-deployment beside a controller that elects fails with one line" \
+  "1 csi-sidecars: --provisioner-node-deployment turns leader election off, which the other controllers need: run it in a csi-sidecars of its own" \
+  "$? $(tail -n 1 <<<"$out")"
+fails "--master is one global flag, not a controller's" \
+  "csi-sidecars: flag provided but not defined: -provisioner-master" \
+  --controllers=provisioner --provisioner-master=http://127.0.0.1:1
 contains "--help lists every controller's flags under its prefix" \
   "-attacher-worker-threads int" "$("$ALL" --help 2>&1)"
 contains "--help lists the resizer's and the snapshotter's too" "-snapshotter-snapshot-name-prefix" \
@@ -129,12 +136,21 @@ claim() { api "/api/v1/namespaces/$NS/persistentvolumeclaims/c1" | pyj "$1" | te
 bound() { [ "$(claim 'o.get("status", {}).get("phase", "")')" = Bound ]; }
 expect "provisioner: the claim is Bound" 30 bound
 PV=$(claim 'o["spec"]["volumeName"]')
+ev_source() { # the source component of the claim's event with reason $1
+  api "/api/v1/namespaces/$NS/events" | pyj '",".join(sorted({e["source"]["component"] for e in o["items"] if e["reason"] == "'"$1"'" and e["involvedObject"]["name"] == "c1"}))'
+}
+check "the provisioner's events name csi-provisioner as their source, as the standalone binary's" \
+  csi-provisioner "$(ev_source ProvisioningSucceeded)"
 post /apis/storage.k8s.io/v1/volumeattachments '{"apiVersion":"storage.k8s.io/v1","kind":"VolumeAttachment","metadata":{"name":"va-1"},"spec":{"attacher":"'"$DRIVER"'","nodeName":"node-1","source":{"persistentVolumeName":"'"$PV"'"}}}'
 attached() { [ "$(api /apis/storage.k8s.io/v1/volumeattachments/va-1 | pyj 'o.get("status", {}).get("attached", False)' | tee "$EXPECT_LAST")" = true ]; }
 expect "attacher: the VolumeAttachment is attached" 30 attached
 mpatch "/api/v1/namespaces/$NS/persistentvolumeclaims/c1" '{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}'
 pv_cap() { [ "$(api "/api/v1/persistentvolumes/$PV" | pyj 'o["spec"]["capacity"]["storage"]' | tee "$EXPECT_LAST")" = 2Gi ]; }
 expect "resizer: the volume grows to 2Gi" 30 pv_cap
+resized_source() { [ -n "$(ev_source FileSystemResizeRequired)$(ev_source VolumeResizeSuccessful)" ]; }
+wait_for 10 resized_source
+contains "the resizer's events name the resizer of the driver, as the standalone binary's" \
+  "external-resizer" "$(ev_source FileSystemResizeRequired)$(ev_source VolumeResizeSuccessful)"
 HANDLE=$(api "/api/v1/persistentvolumes/$PV" | pyj 'o["spec"]["csi"]["volumeHandle"]')
 VSC=/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents
 post "$VSC" '{"apiVersion":"snapshot.storage.k8s.io/v1","kind":"VolumeSnapshotContent","metadata":{"name":"snap-1"},"spec":{"driver":"'"$DRIVER"'","deletionPolicy":"Delete","volumeSnapshotClassName":"snaps","source":{"volumeHandle":"'"$HANDLE"'"},"volumeSnapshotRef":{"kind":"VolumeSnapshot","apiVersion":"snapshot.storage.k8s.io/v1","name":"vs-1","namespace":"'"$NS"'","uid":"11111111-2222-3333-4444-555555555555"}}}'
